@@ -1,0 +1,566 @@
+#include "detector/config.h"
+
+#include <libpq-fe.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <system_error>
+#include <tuple>
+
+namespace sbd {
+namespace {
+
+constexpr Millis kDefaultTtl{30000};
+constexpr Millis kMinTtl{1000};
+constexpr Millis kMinProbeInterval{100};
+constexpr Millis kMinProbeTimeout{1};
+constexpr Millis kMaxDefaultProbeTimeout{2000};
+constexpr const char* kDurationHint = "expected a duration like 500ms, 30s or 1m";
+
+struct Unit {
+  const char* suffix;
+  Millis::rep ms;
+};
+// Largest first: ParseDuration requires this order and FormatDuration emits it.
+constexpr Unit kUnits[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}};
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// Accepts zero so that callers can say "below the minimum" rather than "malformed".
+std::optional<Millis> ParseDurationOrZero(const std::string& text) {
+  constexpr Millis::rep kMax = std::numeric_limits<Millis::rep>::max();
+  Millis::rep total = 0;
+  const Unit* next_unit = std::begin(kUnits);
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t digits_end = i;
+    while (digits_end < text.size() && IsDigit(text[digits_end])) ++digits_end;
+    size_t unit_end = digits_end;
+    while (unit_end < text.size() && IsLetter(text[unit_end])) ++unit_end;
+    if (digits_end == i || unit_end == digits_end) return std::nullopt;
+    const std::string suffix = text.substr(digits_end, unit_end - digits_end);
+    // Like Prometheus: units strictly decreasing, so "1m30s" is valid and "30s1m" is not.
+    const Unit* unit = std::find_if(next_unit, std::end(kUnits),
+                                    [&](const Unit& u) { return suffix == u.suffix; });
+    if (unit == std::end(kUnits)) return std::nullopt;
+    next_unit = unit + 1;
+    Millis::rep value = 0;
+    for (size_t j = i; j < digits_end; ++j) {
+      const int digit = text[j] - '0';
+      if (value > (kMax - digit) / 10) return std::nullopt;
+      value = value * 10 + digit;
+    }
+    if (value > (kMax - total) / unit->ms) return std::nullopt;
+    total += value * unit->ms;
+    i = unit_end;
+  }
+  if (text.empty()) return std::nullopt;
+  return Millis(total);
+}
+
+using ReadResult = std::variant<std::string, std::error_code>;
+
+ReadResult ReadFile(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
+                                                       &std::fclose);
+  if (!file) return std::error_code(errno, std::generic_category());
+  std::string content;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) content.append(buffer, n);
+  // Opening a directory succeeds; the read is what fails, with EISDIR.
+  if (std::ferror(file.get())) return std::error_code(errno, std::generic_category());
+  return content;
+}
+
+struct ParsedDsn {
+  std::string dsn;
+  std::string address;
+  std::optional<std::string> password;
+};
+
+const std::set<std::string>& LibpqKeywords() {
+  static const std::set<std::string> keywords = [] {
+    std::set<std::string> out;
+    // Parsing an empty string lists every option without consulting the environment.
+    PQconninfoOption* options = PQconninfoParse("", nullptr);
+    for (PQconninfoOption* o = options; o && o->keyword; ++o) out.insert(o->keyword);
+    PQconninfoFree(options);
+    return out;
+  }();
+  return keywords;
+}
+
+bool IsSafeFragment(const std::string& s) {
+  return LibpqKeywords().count(s) > 0 ||
+         (s.size() == 1 && !IsLetter(s[0]) && !IsDigit(s[0]) && s[0] != '"');
+}
+
+std::string TrimNewlines(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
+// Only a password keyword or a URI's user:password@ can put a secret in a DSN.
+bool MayHoldSecret(const std::string& dsn) {
+  std::string lower = dsn;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return lower.find("password") != std::string::npos || dsn.find('@') != std::string::npos;
+}
+
+// libpq quotes pieces of the DSN in its messages (sometimes the whole URI), and those may hold
+// a password. A quoted piece is taken as the longest run that occurs in the DSN, so a quote
+// inside a password cannot end it early; only keywords and single punctuation marks survive.
+std::string RedactLibpqMessage(const std::string& raw, const std::string& dsn) {
+  const std::string message = TrimNewlines(raw);
+  std::string out;
+  size_t pos = 0;
+  for (size_t open; (open = message.find('"', pos)) != std::string::npos;) {
+    size_t close = std::string::npos;
+    for (size_t q = message.find('"', open + 1); q != std::string::npos;
+         q = message.find('"', q + 1)) {
+      const std::string piece = message.substr(open + 1, q - open - 1);
+      if (dsn.find(piece) != std::string::npos) {
+        close = q;
+      } else if (close == std::string::npos && IsSafeFragment(piece)) {
+        close = q;
+        break;
+      }
+    }
+    if (close == std::string::npos) return out + message.substr(pos, open - pos) + "\"...\"";
+    const std::string piece = message.substr(open + 1, close - open - 1);
+    out += message.substr(pos, open - pos) + '"' + (IsSafeFragment(piece) ? piece : "...") + '"';
+    pos = close + 1;
+  }
+  return out + message.substr(pos);
+}
+
+std::string QuoteDsnValue(const std::string& value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out(1);
+  for (char c : text) {
+    if (c == ',') {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+// libpq accepts comma-separated host and port lists; show each host with its port.
+std::string BuildAddress(const std::string& hosts_text, const std::string& ports_text) {
+  const std::vector<std::string> hosts = SplitCommas(hosts_text);
+  const std::vector<std::string> ports = SplitCommas(ports_text);
+  std::string out;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    std::string host = hosts[i].empty() ? "localhost" : hosts[i];
+    std::string port = ports.size() == hosts.size() ? ports[i] : ports[0];
+    if (host[0] != '/' && host.find(':') != std::string::npos) host = "[" + host + "]";
+    out += (i == 0 ? "" : ",") + host + ":" + (port.empty() ? "5432" : port);
+  }
+  return out;
+}
+
+std::variant<ParsedDsn, std::string> ParseDsn(const std::string& text) {
+  char* raw_error = nullptr;
+  std::unique_ptr<PQconninfoOption, void (*)(PQconninfoOption*)> options(
+      PQconninfoParse(text.c_str(), &raw_error), &PQconninfoFree);
+  if (!options) {
+    const std::string error = raw_error ? raw_error : "out of memory";
+    PQfreemem(raw_error);
+    return MayHoldSecret(text) ? RedactLibpqMessage(error, text) : TrimNewlines(error);
+  }
+  ParsedDsn parsed;
+  std::map<std::string, std::string> given;
+  for (const PQconninfoOption* o = options.get(); o->keyword; ++o) {
+    if (!o->val || !*o->val) continue;
+    const std::string keyword = o->keyword;
+    if (keyword == "password") {
+      parsed.password = o->val;
+      continue;
+    }
+    given[keyword] = o->val;
+    parsed.dsn += (parsed.dsn.empty() ? "" : " ") + keyword + "=" + QuoteDsnValue(o->val);
+  }
+  const std::string host = given.count("host") ? given["host"] : given["hostaddr"];
+  parsed.address = BuildAddress(host, given["port"]);
+  return parsed;
+}
+
+std::string Join(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+std::string Index(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+bool IsName(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return IsLetter(c) || IsDigit(c) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+bool IsEnvName(const std::string& s) {
+  return !s.empty() && !IsDigit(s[0]) && std::all_of(s.begin(), s.end(), [](char c) {
+    return IsLetter(c) || IsDigit(c) || c == '_';
+  });
+}
+
+}  // namespace
+
+class ConfigParser {
+ public:
+  explicit ConfigParser(std::string file) : file_(std::move(file)) {}
+
+  ConfigResult Parse(const std::string& text) {
+    std::vector<YAML::Node> documents;
+    try {
+      documents = YAML::LoadAll(text);
+    } catch (const YAML::Exception& e) {
+      AddError(e.mark, "", e.msg);
+      return Finish();
+    }
+    if (documents.size() > 1) AddError(documents[1].Mark(), "", "expected a single YAML document");
+    ParseRoot(documents.empty() ? YAML::Node() : documents[0]);
+    return Finish();
+  }
+
+ private:
+  struct Entry {
+    YAML::Node key;
+    YAML::Node value;
+    // A null value's mark points at the next token, so errors about it go to the key.
+    YAML::Mark Mark() const { return value.IsNull() ? key.Mark() : value.Mark(); }
+  };
+  using Fields = std::map<std::string, Entry>;
+  using SeenNames = std::map<std::string, int>;
+
+  void AddError(const YAML::Mark& mark, std::string key, std::string message) {
+    // yaml-cpp marks are 0-based, and -1 for a node without a position (an empty document).
+    errors_.push_back({file_, std::max(mark.line, 0) + 1, std::max(mark.column, 0) + 1,
+                       std::move(key), std::move(message)});
+  }
+
+  ConfigResult Finish() {
+    if (!errors_.empty()) {
+      std::stable_sort(errors_.begin(), errors_.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+      });
+      return std::move(errors_);
+    }
+    ValidatedConfig config;
+    config.clusters_ = std::move(clusters_);
+    config.source_ = file_;
+    return config;
+  }
+
+  std::optional<Fields> ReadMapping(const YAML::Node& node, const std::string& path,
+                                    std::initializer_list<std::string> allowed) {
+    if (!node.IsMap()) {
+      AddError(node.Mark(), path, "expected a mapping");
+      return std::nullopt;
+    }
+    Fields fields;
+    for (const auto& kv : node) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      const auto first = fields.find(key);
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        AddError(kv.first.Mark(), Join(path, key), "unknown key");
+      } else if (first != fields.end()) {
+        AddError(kv.first.Mark(), Join(path, key),
+                 "duplicate key (first at line " +
+                     std::to_string(first->second.key.Mark().line + 1) + ")");
+      } else {
+        fields.emplace(key, Entry{kv.first, kv.second});
+      }
+    }
+    return fields;
+  }
+
+  const Entry* Required(const Fields& fields, const YAML::Node& parent, const std::string& path,
+                        const std::string& key) {
+    const auto it = fields.find(key);
+    if (it != fields.end()) return &it->second;
+    AddError(parent.Mark(), Join(path, key), "required");
+    return nullptr;
+  }
+
+  static const Entry* Optional(const Fields& fields, const std::string& key) {
+    const auto it = fields.find(key);
+    return it == fields.end() ? nullptr : &it->second;
+  }
+
+  std::optional<std::string> String(const Entry& entry, const std::string& path) {
+    if (entry.value.IsScalar()) return entry.value.Scalar();
+    AddError(entry.Mark(), path, "expected a string");
+    return std::nullopt;
+  }
+
+  std::optional<std::string> Name(const Entry& entry, const std::string& path, SeenNames& seen,
+                                  const char* kind) {
+    const std::optional<std::string> name = String(entry, path);
+    if (!name) return std::nullopt;
+    if (!IsName(*name)) {
+      AddError(entry.Mark(), path, "expected a name of letters, digits, '_', '.' and '-'");
+      return std::nullopt;
+    }
+    const int line = entry.Mark().line + 1;
+    const auto [first, inserted] = seen.emplace(*name, line);
+    if (!inserted) {
+      AddError(entry.Mark(), path,
+               std::string("duplicate ") + kind + " name \"" + *name + "\" (first at line " +
+                   std::to_string(first->second) + ")");
+    }
+    return name;
+  }
+
+  bool NonEmptySequence(const Entry& entry, const std::string& path, const char* item) {
+    if (!entry.value.IsSequence()) {
+      AddError(entry.Mark(), path, "expected a sequence");
+      return false;
+    }
+    if (entry.value.size() == 0) {
+      AddError(entry.Mark(), path, std::string("must list at least one ") + item);
+      return false;
+    }
+    return true;
+  }
+
+  struct Timing {
+    bool ok = true;  // false once an error was reported, so no further checks pile on
+    std::optional<Millis> given;
+    YAML::Mark mark;
+  };
+
+  Timing Duration(const Fields& fields, const std::string& path, const std::string& key,
+                  Millis minimum) {
+    const Entry* entry = Optional(fields, key);
+    if (!entry) return {};
+    const std::optional<Millis> given =
+        entry->value.IsScalar() ? ParseDurationOrZero(entry->value.Scalar()) : std::nullopt;
+    std::string error;
+    if (!given) {
+      error = kDurationHint;
+    } else if (*given < minimum) {
+      error =
+          key + " " + FormatDuration(*given) + " is below the minimum " + FormatDuration(minimum);
+    }
+    if (!error.empty()) AddError(entry->Mark(), Join(path, key), error);
+    return {error.empty(), given, entry->Mark()};
+  }
+
+  void ParseTimings(const Fields& fields, const std::string& path, ClusterSpec& cluster) {
+    const Timing ttl = Duration(fields, path, "ttl", kMinTtl);
+    Timing interval = Duration(fields, path, "probe_interval", kMinProbeInterval);
+    const Timing timeout = Duration(fields, path, "probe_timeout", kMinProbeTimeout);
+    if (!ttl.ok) return;
+    cluster.ttl = ttl.given.value_or(kDefaultTtl);
+    if (interval.ok && interval.given && *interval.given > cluster.ttl / 3) {
+      AddError(interval.mark, Join(path, "probe_interval"),
+               "probe_interval " + FormatDuration(*interval.given) + " is above ttl/3 (" +
+                   FormatDuration(cluster.ttl / 3) + ")");
+      interval.ok = false;
+    }
+    if (!interval.ok) return;
+    cluster.probe_interval = interval.given.value_or(cluster.ttl / 10);
+    if (timeout.ok && timeout.given && *timeout.given > cluster.probe_interval) {
+      AddError(timeout.mark, Join(path, "probe_timeout"),
+               "probe_timeout " + FormatDuration(*timeout.given) + " is above probe_interval " +
+                   FormatDuration(cluster.probe_interval) +
+                   (interval.given ? "" : " (the default, ttl/10)"));
+    }
+    cluster.probe_timeout =
+        timeout.given.value_or(std::min(cluster.probe_interval, kMaxDefaultProbeTimeout));
+  }
+
+  void ParseSystemIdentifier(const Entry& entry, const std::string& path, ClusterSpec& cluster) {
+    const std::string text = entry.value.IsScalar() ? entry.value.Scalar() : "";
+    errno = 0;
+    const unsigned long long id = std::strtoull(text.c_str(), nullptr, 10);
+    if (text.empty() || !std::all_of(text.begin(), text.end(), IsDigit) || errno == ERANGE) {
+      AddError(entry.Mark(), path,
+               "expected a system identifier: an unsigned 64-bit decimal number");
+      return;
+    }
+    // Canonical form, so that leading zeros cannot cause a spurious lineage mismatch.
+    cluster.system_identifier = std::to_string(id);
+  }
+
+  void ParseRoot(const YAML::Node& root) {
+    if (root.IsNull()) {
+      AddError(root.Mark(), "clusters", "required");
+      return;
+    }
+    const std::optional<Fields> fields = ReadMapping(root, "", {"clusters"});
+    if (!fields) return;
+    const Entry* clusters = Required(*fields, root, "", "clusters");
+    if (!clusters || !NonEmptySequence(*clusters, "clusters", "cluster")) return;
+    SeenNames seen;
+    for (size_t i = 0; i < clusters->value.size(); ++i) {
+      clusters_.push_back(ParseCluster(clusters->value[i], Index("clusters", i), seen));
+    }
+  }
+
+  ClusterSpec ParseCluster(const YAML::Node& node, const std::string& path, SeenNames& seen) {
+    ClusterSpec cluster;
+    const std::optional<Fields> fields = ReadMapping(
+        node, path,
+        {"name", "ttl", "probe_interval", "probe_timeout", "system_identifier", "members"});
+    if (!fields) return cluster;
+    if (const Entry* name = Required(*fields, node, path, "name")) {
+      cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
+    }
+    ParseTimings(*fields, path, cluster);
+    if (const Entry* id = Optional(*fields, "system_identifier")) {
+      ParseSystemIdentifier(*id, Join(path, "system_identifier"), cluster);
+    }
+    const Entry* members = Required(*fields, node, path, "members");
+    const std::string members_path = Join(path, "members");
+    if (!members || !NonEmptySequence(*members, members_path, "member")) return cluster;
+    SeenNames seen_members;
+    for (size_t i = 0; i < members->value.size(); ++i) {
+      cluster.members.push_back(
+          ParseMember(members->value[i], Index(members_path, i), seen_members));
+    }
+    return cluster;
+  }
+
+  // password_file and password_env: a non-empty path and a valid variable name respectively.
+  std::optional<std::string> PasswordSource(const Fields& fields, const std::string& path,
+                                            const std::string& key) {
+    const Entry* entry = Optional(fields, key);
+    if (!entry) return std::nullopt;
+    std::optional<std::string> value = String(*entry, Join(path, key));
+    if (value && (key == "password_env" ? !IsEnvName(*value) : value->empty())) {
+      AddError(
+          entry->Mark(), Join(path, key),
+          key == "password_env" ? "expected an environment variable name" : "expected a file path");
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen) {
+    MemberSpec member;
+    const std::optional<Fields> fields =
+        ReadMapping(node, path, {"name", "dsn", "password_file", "password_env"});
+    if (!fields) return member;
+    if (const Entry* name = Required(*fields, node, path, "name")) {
+      member.name = Name(*name, Join(path, "name"), seen, "member").value_or("");
+    }
+    member.password_file = PasswordSource(*fields, path, "password_file");
+    member.password_env = PasswordSource(*fields, path, "password_env");
+    if (member.password_file && member.password_env) {
+      AddError(fields->at("password_env").Mark(), Join(path, "password_env"),
+               "only one of password_file and password_env may be set");
+    }
+    const Entry* dsn = Required(*fields, node, path, "dsn");
+    const std::optional<std::string> text = dsn ? String(*dsn, Join(path, "dsn")) : std::nullopt;
+    if (!text) return member;
+    std::variant<ParsedDsn, std::string> parsed = ParseDsn(*text);
+    if (const std::string* error = std::get_if<std::string>(&parsed)) {
+      AddError(dsn->Mark(), Join(path, "dsn"), *error);
+      return member;
+    }
+    ParsedDsn& ok = std::get<ParsedDsn>(parsed);
+    member.dsn = std::move(ok.dsn);
+    member.address = std::move(ok.address);
+    member.inline_password = std::move(ok.password);
+    for (const char* key : {"password_file", "password_env"}) {
+      const Entry* source = Optional(*fields, key);
+      if (member.inline_password && source) {
+        AddError(source->Mark(), Join(path, key),
+                 std::string("password given both inline in dsn and in ") + key);
+      }
+    }
+    return member;
+  }
+
+  std::string file_;
+  std::vector<ConfigError> errors_;
+  std::vector<ClusterSpec> clusters_;
+};
+
+std::string ConfigError::ToString() const {
+  std::string out = file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
+  if (!key.empty()) out += key + ": ";
+  return out + message;
+}
+
+ConfigResult LoadConfig(const std::string& path) {
+  ReadResult text = ReadFile(path);
+  if (const auto* error = std::get_if<std::error_code>(&text)) {
+    return std::vector<ConfigError>{{path, 0, 0, "", "cannot read file: " + error->message()}};
+  }
+  return ParseConfig(std::get<std::string>(text), path);
+}
+
+ConfigResult ParseConfig(const std::string& yaml_text, const std::string& file) {
+  return ConfigParser(file).Parse(yaml_text);
+}
+
+std::optional<Millis> ParseDuration(const std::string& text) {
+  std::optional<Millis> d = ParseDurationOrZero(text);
+  if (d && d->count() == 0) return std::nullopt;
+  return d;
+}
+
+std::string FormatDuration(Millis d) {
+  if (d.count() <= 0) return d.count() == 0 ? "0s" : "-" + FormatDuration(-d);
+  std::string out;
+  Millis::rep rest = d.count();
+  for (const Unit& unit : kUnits) {
+    if (rest >= unit.ms) out += std::to_string(rest / unit.ms) + unit.suffix;
+    rest %= unit.ms;
+  }
+  return out;
+}
+
+std::variant<std::optional<std::string>, std::string> ResolvePassword(const MemberSpec& member) {
+  using Result = std::variant<std::optional<std::string>, std::string>;
+  if (member.password_file) {
+    ReadResult content = ReadFile(*member.password_file);
+    if (const auto* error = std::get_if<std::error_code>(&content)) {
+      return Result(std::in_place_index<1>,
+                    "cannot read password_file " + *member.password_file + ": " + error->message());
+    }
+    std::string password = std::move(std::get<std::string>(content));
+    if (!password.empty() && password.back() == '\n') {
+      password.pop_back();
+      if (!password.empty() && password.back() == '\r') password.pop_back();
+    }
+    return Result(std::in_place_index<0>, std::move(password));
+  }
+  if (member.password_env) {
+    const char* value = std::getenv(member.password_env->c_str());
+    if (!value) {
+      return Result(std::in_place_index<1>,
+                    "environment variable " + *member.password_env + " is not set");
+    }
+    return Result(std::in_place_index<0>, std::string(value));
+  }
+  return Result(std::in_place_index<0>, member.inline_password);
+}
+
+}  // namespace sbd

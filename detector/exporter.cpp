@@ -1,0 +1,213 @@
+#include "detector/exporter.h"
+
+#include <crypt.h>
+#include <httplib.h>
+#include <openssl/evp.h>
+#include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstring>
+
+#include "detector/metrics.h"
+
+namespace sbd {
+namespace {
+
+std::string Where(const std::string& path, const YAML::Node& node, const std::string& key) {
+  return path + ":" + std::to_string(node.Mark().line + 1) + ":" +
+         std::to_string(node.Mark().column + 1) + ": " + key;
+}
+
+// Constant-time comparison, so a wrong password takes as long as a right one.
+bool SameBytes(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// OpenSSL is already linked for TLS; its block decoder pads, so trim by the '=' count.
+std::string Base64Decode(const std::string& text) {
+  if (text.empty() || text.size() % 4 != 0) return {};
+  std::string out(text.size() / 4 * 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()),
+                                static_cast<int>(text.size()));
+  if (n < 0) return {};
+  size_t padding = 0;
+  for (size_t i = text.size(); i > 0 && text[i - 1] == '='; --i) ++padding;
+  out.resize(static_cast<size_t>(n) - padding);
+  return out;
+}
+
+}  // namespace
+
+std::variant<WebConfig, std::vector<std::string>> LoadWebConfig(const std::string& path) {
+  std::vector<std::string> errors;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return std::vector<std::string>{path + ":0:0: cannot read file: " + std::strerror(errno)};
+  } catch (const YAML::ParserException& e) {
+    return std::vector<std::string>{path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                    std::to_string(e.mark.column + 1) + ": " + e.msg};
+  }
+  WebConfig web;
+  if (root.IsNull()) return web;
+  if (!root.IsMap()) return std::vector<std::string>{Where(path, root, "") + "expected a mapping"};
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    const YAML::Node& value = entry.second;
+    if (key == "tls_server_config" && value.IsMap()) {
+      for (const auto& tls : value) {
+        const std::string tls_key = tls.first.as<std::string>();
+        std::string* target = tls_key == "cert_file"  ? &web.cert_file
+                              : tls_key == "key_file" ? &web.key_file
+                                                      : nullptr;
+        if (target == nullptr) {
+          errors.push_back(Where(path, tls.first, "tls_server_config." + tls_key) +
+                           ": unknown key");
+        } else if (!tls.second.IsScalar()) {
+          errors.push_back(Where(path, tls.second, "tls_server_config." + tls_key) +
+                           ": expected a string");
+        } else {
+          *target = tls.second.as<std::string>();
+        }
+      }
+      if (web.cert_file.empty() != web.key_file.empty()) {
+        errors.push_back(Where(path, value, "tls_server_config") +
+                         ": cert_file and key_file go together");
+      }
+    } else if (key == "basic_auth_users" && value.IsMap()) {
+      for (const auto& user : value) {
+        const std::string hash = user.second.IsScalar() ? user.second.as<std::string>() : "";
+        if (hash.rfind("$2", 0) != 0) {
+          errors.push_back(
+              Where(path, user.second, "basic_auth_users." + user.first.as<std::string>()) +
+              ": expected a bcrypt hash");
+          continue;
+        }
+        web.basic_auth_users.emplace_back(user.first.as<std::string>(), hash);
+      }
+    } else if (key == "tls_server_config" || key == "basic_auth_users") {
+      errors.push_back(Where(path, value, key) + ": expected a mapping");
+    } else {
+      errors.push_back(Where(path, entry.first, key) + ": unknown key");
+    }
+  }
+  if (!errors.empty()) return errors;
+  return web;
+}
+
+Exporter::Exporter(Sources sources, WebConfig web)
+    : sources_(std::move(sources)), web_(std::move(web)) {
+  if (!web_.cert_file.empty()) {
+    server_ = std::make_unique<httplib::SSLServer>(web_.cert_file.c_str(), web_.key_file.c_str());
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
+  Route();
+}
+
+Exporter::~Exporter() { Stop(); }
+
+bool Exporter::Authorized(const std::string& header) const {
+  if (web_.basic_auth_users.empty()) return true;
+  const std::string prefix = "Basic ";
+  if (header.rfind(prefix, 0) != 0) return false;
+  const std::string decoded = Base64Decode(header.substr(prefix.size()));
+  const auto colon = decoded.find(':');
+  if (colon == std::string::npos) return false;
+  const std::string user = decoded.substr(0, colon);
+  const std::string password = decoded.substr(colon + 1);
+  for (const auto& [name, hash] : web_.basic_auth_users) {
+    if (name != user) continue;
+    crypt_data data{};
+    const char* computed = crypt_r(password.c_str(), hash.c_str(), &data);
+    return computed != nullptr && SameBytes(computed, hash);
+  }
+  return false;
+}
+
+void Exporter::Route() {
+  server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (Authorized(req.get_header_value("Authorization"))) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    res.status = 401;
+    res.set_header("WWW-Authenticate", "Basic realm=\"splitbrain-detector\"");
+    res.set_content("Unauthorized\n", "text/plain");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(RenderMetrics(*sources_.metrics), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server_->Get("/status", [this](const httplib::Request& req, httplib::Response& res) {
+    const bool text = req.get_param_value("format") == "text";
+    res.set_content(sources_.status(text), text ? "text/plain; charset=utf-8" : "application/json");
+  });
+  server_->Get("/-/healthy", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("Healthy\n", "text/plain");
+  });
+  server_->Get("/-/ready", [this](const httplib::Request&, httplib::Response& res) {
+    const bool ready = sources_.ready();
+    res.status = ready ? 200 : 503;
+    res.set_content(ready ? "Ready\n" : "Not ready: waiting for a first round of every cluster\n",
+                    "text/plain");
+  });
+  server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(
+        "<html><head><title>splitbrain-detector</title></head><body>"
+        "<h1>splitbrain-detector</h1><ul><li><a href=\"metrics\">metrics</a></li>"
+        "<li><a href=\"status?format=text\">status</a> (<a href=\"status\">json</a>)</li>"
+        "<li><a href=\"-/healthy\">healthy</a></li><li><a href=\"-/ready\">ready</a></li>"
+        "</ul></body></html>",
+        "text/html");
+  });
+}
+
+bool Exporter::Bind(const std::string& listen_address, std::string* error) {
+  const auto colon = listen_address.rfind(':');
+  if (colon == std::string::npos) {
+    *error = "listen address \"" + listen_address + "\" is not host:port";
+    return false;
+  }
+  std::string host = listen_address.substr(0, colon);
+  if (host.empty()) host = "0.0.0.0";
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  int port = 0;
+  try {
+    port = std::stoi(listen_address.substr(colon + 1));
+  } catch (const std::exception&) {
+    *error = "listen address \"" + listen_address + "\" has no numeric port";
+    return false;
+  }
+  if (!server_->is_valid()) {
+    *error = "cannot load TLS certificate " + web_.cert_file + " or key " + web_.key_file;
+    return false;
+  }
+  if (port == 0) {
+    port_ = server_->bind_to_any_port(host);
+  } else if (server_->bind_to_port(host, port)) {
+    port_ = port;
+  }
+  if (port_ <= 0) {
+    *error = "cannot listen on " + listen_address + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+void Exporter::Start() {
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+}
+
+void Exporter::Stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace sbd

@@ -1,0 +1,263 @@
+// splitbrain-detector: tells on-call, within one lease TTL, that two members of a cluster
+// are writable at once. See README.md.
+
+#include <signal.h>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "detector/config.h"
+#include "detector/exporter.h"
+#include "detector/metrics.h"
+#include "detector/scheduler.h"
+#include "detector/status.h"
+
+namespace {
+
+constexpr const char* kDefaultListenAddress = ":10259";
+constexpr int kExitUsage = 1;
+constexpr int kExitConfig = 2;
+
+const char* kUsage = R"(usage:
+  splitbrain-detector [flags]                    run the detector and serve /metrics
+  splitbrain-detector check [flags]              probe every cluster once and print a table
+  splitbrain-detector --check-config [flags]     validate the config file and exit
+
+flags:
+  --config.file=PATH          YAML config (default splitbrain.yml)
+  --web.listen-address=ADDR   where to serve /metrics, /status, /-/healthy, /-/ready
+                              (default :10259; port 0 picks a free one)
+  --web.config.file=PATH      TLS and basic auth, in the Prometheus exporter-toolkit format
+  --log.level=LEVEL           debug|info|warn|error (default info)
+  --log.format=FORMAT         logfmt|json (default logfmt)
+  --version                   print the version and exit
+
+check exit codes: 0 every cluster healthy, 1 usage error, 2 config error, 3 unknown,
+  4 no_primary, 5 drift, 6 suspected, 7 split_brain (the worst cluster decides)
+)";
+
+struct Flags {
+  std::string command = "run";
+  std::string config_file = "splitbrain.yml";
+  std::string listen_address = kDefaultListenAddress;
+  std::string web_config_file;
+  std::string log_level = "info";
+  std::string log_format = "logfmt";
+  bool check_config = false;
+};
+
+// Escapes the message for the JSON log format; spdlog leaves %v raw.
+class JsonEscapedMessage : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    const std::string escaped =
+        nlohmann::json(std::string(msg.payload.data(), msg.payload.size())).dump();
+    dest.append(escaped.data(), escaped.data() + escaped.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonEscapedMessage>();
+  }
+};
+
+bool ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
+  std::map<std::string, std::string*> values = {
+      {"--config.file", &flags->config_file},
+      {"--web.listen-address", &flags->listen_address},
+      {"--web.config.file", &flags->web_config_file},
+      {"--log.level", &flags->log_level},
+      {"--log.format", &flags->log_format},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i == 1 && arg == "check") {
+      flags->command = "check";
+      continue;
+    }
+    if (arg == "--check-config") {
+      flags->check_config = true;
+      continue;
+    }
+    if (arg == "--help" || arg == "-h" || arg == "--version") {
+      flags->command = arg == "--version" ? "version" : "help";
+      continue;
+    }
+    const auto eq = arg.find('=');
+    std::string name = arg.substr(0, eq);
+    auto it = values.find(name);
+    if (it == values.end()) {
+      *error = "unknown flag " + name;
+      return false;
+    }
+    if (eq != std::string::npos) {
+      *it->second = arg.substr(eq + 1);
+    } else if (i + 1 < argc) {
+      *it->second = argv[++i];
+    } else {
+      *error = "flag " + name + " needs a value";
+      return false;
+    }
+  }
+  if (flags->log_format != "logfmt" && flags->log_format != "json") {
+    *error = "--log.format must be logfmt or json";
+    return false;
+  }
+  if (spdlog::level::from_str(flags->log_level) == spdlog::level::off &&
+      flags->log_level != "off") {
+    *error = "--log.level must be debug, info, warn or error";
+    return false;
+  }
+  return true;
+}
+
+void SetUpLogging(const Flags& flags) {
+  auto logger = spdlog::stderr_color_mt("splitbrain");
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  if (flags.log_format == "json") {
+    formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
+        "{\"ts\":\"%Y-%m-%dT%H:%M:%S.%eZ\",\"level\":\"%l\",\"msg\":%*}");
+  } else {
+    formatter->set_pattern("ts=%Y-%m-%dT%H:%M:%S.%eZ level=%l %v");
+  }
+  logger->set_formatter(std::move(formatter));
+  logger->set_level(spdlog::level::from_str(flags.log_level));
+  spdlog::set_default_logger(logger);
+}
+
+// Errors go to stderr one per line, file:line:column: key: message, and to the log.
+std::optional<sbd::ValidatedConfig> Load(const std::string& path) {
+  sbd::ConfigResult result = sbd::LoadConfig(path);
+  if (auto* errors = std::get_if<std::vector<sbd::ConfigError>>(&result)) {
+    for (const auto& e : *errors) std::cerr << e.ToString() << "\n";
+    spdlog::error("msg=\"invalid config\" file={} errors={}", path, errors->size());
+    return std::nullopt;
+  }
+  return std::get<sbd::ValidatedConfig>(std::move(result));
+}
+
+double Now() {
+  return std::chrono::duration<double>(sbd::WallClock::now().time_since_epoch()).count();
+}
+
+int RunCheck(const sbd::ValidatedConfig& config) {
+  sbd::Scheduler scheduler(config);
+  scheduler.RunOnce();
+  const auto snapshot = scheduler.Snapshot();
+  std::cout << sbd::StatusText(snapshot);
+  int worst = 0;
+  for (const auto& cluster : snapshot) {
+    worst = std::max(worst, sbd::VerdictExitCode(cluster.assessment.verdict));
+  }
+  return worst;
+}
+
+int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
+  sbd::WebConfig web;
+  if (!flags.web_config_file.empty()) {
+    auto loaded = sbd::LoadWebConfig(flags.web_config_file);
+    if (auto* errors = std::get_if<std::vector<std::string>>(&loaded)) {
+      for (const auto& e : *errors) spdlog::error("msg=\"invalid web config\" error=\"{}\"", e);
+      return kExitConfig;
+    }
+    web = std::get<sbd::WebConfig>(loaded);
+  }
+
+  // Signals are taken synchronously by this thread; every thread started later inherits
+  // the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGHUP, SIGINT, SIGTERM}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  sbd::ConfigReloadStatus reload_status;
+  reload_status.last_success_timestamp = Now();
+  reload_status.last_attempt_timestamp = Now();
+  std::mutex scheduler_mu;
+  auto scheduler = std::make_shared<sbd::Scheduler>(config);
+  auto current = [&] {
+    std::lock_guard<std::mutex> lock(scheduler_mu);
+    return scheduler;
+  };
+
+  sbd::Exporter::Sources sources;
+  sources.metrics = std::make_shared<sbd::DetectorCollector>([&] { return current()->Snapshot(); },
+                                                             &reload_status);
+  sources.status = [&](bool as_text) {
+    const auto snapshot = current()->Snapshot();
+    return as_text ? sbd::StatusText(snapshot) : sbd::StatusJson(snapshot).dump(2) + "\n";
+  };
+  sources.ready = [&] { return current()->AllClustersHaveRun(); };
+  sbd::Exporter exporter(std::move(sources), web);
+  std::string error;
+  if (!exporter.Bind(flags.listen_address, &error)) {
+    spdlog::error("msg=\"cannot serve\" error=\"{}\"", error);
+    return kExitUsage;
+  }
+  exporter.Start();
+  scheduler->Start();
+  spdlog::info("msg=\"started\" version={} listen_port={} tls={} clusters={}", SBD_VERSION,
+               exporter.port(), web.cert_file.empty() ? "off" : "on", config.clusters().size());
+
+  for (;;) {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    if (signal != SIGHUP) break;
+    reload_status.last_attempt_timestamp = Now();
+    auto reloaded = Load(flags.config_file);
+    if (!reloaded) {
+      reload_status.last_successful = false;
+      spdlog::error("msg=\"reload failed; keeping the last good config\" file={}",
+                    flags.config_file);
+      continue;
+    }
+    auto next = std::make_shared<sbd::Scheduler>(*reloaded);
+    auto previous = current();
+    previous->Stop();
+    next->Inherit(previous->Snapshot());
+    next->Start();
+    {
+      std::lock_guard<std::mutex> lock(scheduler_mu);
+      scheduler = next;
+    }
+    reload_status.last_successful = true;
+    reload_status.last_success_timestamp = Now();
+    spdlog::info("msg=\"config reloaded\" clusters={}", reloaded->clusters().size());
+  }
+  spdlog::info("msg=\"stopping\"");
+  exporter.Stop();
+  current()->Stop();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  std::string error;
+  if (!ParseFlags(argc, argv, &flags, &error)) {
+    std::cerr << "splitbrain-detector: " << error << "\n\n" << kUsage;
+    return kExitUsage;
+  }
+  if (flags.command == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (flags.command == "version") {
+    std::cout << "splitbrain-detector " << SBD_VERSION << " (revision " << SBD_REVISION << ")\n";
+    return 0;
+  }
+  SetUpLogging(flags);
+  auto config = Load(flags.config_file);
+  if (!config) return kExitConfig;
+  if (flags.check_config) {
+    std::cout << flags.config_file << ": ok, " << config->clusters().size() << " cluster(s)\n";
+    return 0;
+  }
+  if (flags.command == "check") return RunCheck(*config);
+  return RunDetector(flags, std::move(*config));
+}

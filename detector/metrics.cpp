@@ -1,0 +1,202 @@
+#include "detector/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <chrono>
+
+namespace sbd {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+double Seconds(WallClock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+/// One metric family under construction.
+class Family {
+ public:
+  Family(std::string name, std::string help, MetricType type) {
+    family_.name = std::move(name);
+    family_.help = std::move(help);
+    family_.type = type;
+  }
+  void Add(std::vector<ClientMetric::Label> labels, double value) {
+    ClientMetric metric;
+    metric.label = std::move(labels);
+    if (family_.type == MetricType::Counter) {
+      metric.counter.value = value;
+    } else {
+      metric.gauge.value = value;
+    }
+    family_.metric.push_back(std::move(metric));
+  }
+  MetricFamily Take() { return std::move(family_); }
+
+ private:
+  MetricFamily family_;
+};
+
+}  // namespace
+
+DetectorCollector::DetectorCollector(SnapshotSource source, const ConfigReloadStatus* reload_status)
+    : source_(std::move(source)), reload_status_(reload_status) {}
+
+std::vector<MetricFamily> DetectorCollector::Collect() const {
+  const std::vector<ClusterSnapshot> clusters = source_();
+  Family build("splitbrain_build_info", "Build of the running detector.", MetricType::Gauge);
+  build.Add({{"version", SBD_VERSION}, {"revision", SBD_REVISION}}, 1);
+
+  Family reload_ok("splitbrain_config_last_reload_successful",
+                   "Whether the last configuration load succeeded (the last good one stays "
+                   "in force otherwise).",
+                   MetricType::Gauge);
+  Family reload_ts("splitbrain_config_last_reload_success_timestamp_seconds",
+                   "When the configuration was last loaded successfully.", MetricType::Gauge);
+  if (reload_status_ != nullptr) {
+    reload_ok.Add({}, reload_status_->last_successful.load() ? 1 : 0);
+    reload_ts.Add({}, reload_status_->last_success_timestamp.load());
+  }
+
+  Family verdict("splitbrain_cluster_verdict",
+                 "1 for the cluster's current verdict, 0 for the others.", MetricType::Gauge);
+  Family verdict_since("splitbrain_cluster_verdict_since_timestamp_seconds",
+                       "When the cluster's current verdict began.", MetricType::Gauge);
+  Family writable_lineage("splitbrain_cluster_writable_members",
+                          "Members seen writable in the last round, per system identifier.",
+                          MetricType::Gauge);
+  Family members_total("splitbrain_cluster_members", "Members configured in the cluster.",
+                       MetricType::Gauge);
+  Family rounds("splitbrain_rounds_total", "Probe rounds completed.", MetricType::Counter);
+  Family round_ts("splitbrain_round_last_timestamp_seconds", "When the last round finished.",
+                  MetricType::Gauge);
+  Family round_duration("splitbrain_round_duration_seconds",
+                        "Duration of the last round, confirmation included.", MetricType::Gauge);
+  Family overruns("splitbrain_round_overruns_total",
+                  "Rounds that started late because the previous one ran past the interval.",
+                  MetricType::Counter);
+  Family interval("splitbrain_cluster_probe_interval_seconds", "Configured probe interval.",
+                  MetricType::Gauge);
+  Family ttl("splitbrain_cluster_ttl_seconds", "Configured lease TTL.", MetricType::Gauge);
+  Family confirmations("splitbrain_confirmations_total",
+                       "Split-brain candidates re-probed, by result.", MetricType::Counter);
+  Family up("splitbrain_member_up", "Whether the member answered the last probe.",
+            MetricType::Gauge);
+  Family writable("splitbrain_member_writable",
+                  "Whether the member was writable at the last successful probe (absent "
+                  "until one succeeds).",
+                  MetricType::Gauge);
+  Family timeline("splitbrain_member_timeline", "Timeline at the last successful probe.",
+                  MetricType::Gauge);
+  Family wal("splitbrain_member_wal_position_bytes",
+             "Current (primary) or replayed (standby) WAL position at the last successful "
+             "probe.",
+             MetricType::Gauge);
+  Family info("splitbrain_member_info", "Identity of the member at the last successful probe.",
+              MetricType::Gauge);
+  Family last_writable("splitbrain_member_last_seen_writable_timestamp_seconds",
+                       "When the member was last seen writable.", MetricType::Gauge);
+  Family last_ok("splitbrain_member_last_success_timestamp_seconds",
+                 "When the member last answered a probe.", MetricType::Gauge);
+  Family duration("splitbrain_probe_duration_seconds", "Duration of the member's last probe.",
+                  MetricType::Gauge);
+  Family probes("splitbrain_probes_total", "Probes of the member.", MetricType::Counter);
+  Family failures("splitbrain_probe_failures_total", "Failed probes of the member, by reason.",
+                  MetricType::Counter);
+
+  for (const auto& c : clusters) {
+    const std::string& name = c.spec.name;
+    interval.Add({{"cluster", name}}, c.spec.probe_interval.count() / 1000.0);
+    ttl.Add({{"cluster", name}}, c.spec.ttl.count() / 1000.0);
+    members_total.Add({{"cluster", name}}, static_cast<double>(c.spec.members.size()));
+    rounds.Add({{"cluster", name}}, static_cast<double>(c.rounds));
+    overruns.Add({{"cluster", name}}, static_cast<double>(c.overruns));
+    confirmations.Add({{"cluster", name}, {"result", "confirmed"}},
+                      static_cast<double>(c.confirmations_accepted));
+    confirmations.Add({{"cluster", name}, {"result", "rejected"}},
+                      static_cast<double>(c.confirmations_rejected));
+    if (c.has_round) {
+      for (Verdict v : AllVerdicts()) {
+        verdict.Add({{"cluster", name}, {"verdict", VerdictName(v)}},
+                    v == c.assessment.verdict ? 1 : 0);
+      }
+      verdict_since.Add({{"cluster", name}}, Seconds(c.verdict_since));
+      for (const auto& [lineage, count] : c.assessment.writable_per_lineage) {
+        writable_lineage.Add({{"cluster", name}, {"system_identifier", lineage}}, count);
+      }
+      round_ts.Add({{"cluster", name}}, Seconds(c.last_round_end));
+      round_duration.Add({{"cluster", name}}, c.last_round_seconds);
+    }
+    for (const auto& member : c.spec.members) {
+      std::vector<ClientMetric::Label> labels = {{"cluster", name}, {"member", member.name}};
+      const auto counters = c.counters.find(member.name);
+      if (counters != c.counters.end()) {
+        probes.Add(labels, static_cast<double>(counters->second.probes));
+        for (const auto& [reason, count] : counters->second.failures_by_reason) {
+          auto with_reason = labels;
+          with_reason.push_back({"reason", reason});
+          failures.Add(with_reason, static_cast<double>(count));
+        }
+        if (counters->second.probes > 0)
+          duration.Add(labels, counters->second.last_duration_seconds);
+      }
+      auto h = c.history.members.find(member.name);
+      if (h == c.history.members.end() || !h->second.last) continue;
+      const MemberHistory& history = h->second;
+      up.Add(labels, history.last->ok() ? 1 : 0);
+      if (history.last_seen_writable)
+        last_writable.Add(labels, Seconds(*history.last_seen_writable));
+      if (history.last_ok) last_ok.Add(labels, Seconds(*history.last_ok));
+      // Writable, timeline and identity only from a reading of this round: a failed probe
+      // leaves them absent rather than zero or stale.
+      if (const PostgresReading* r = history.last->reading()) {
+        writable.Add(labels, r->writable() ? 1 : 0);
+        timeline.Add(labels, static_cast<double>(r->timeline));
+        wal.Add(labels, static_cast<double>(r->wal_bytes));
+        auto info_labels = labels;
+        info_labels.push_back({"system_identifier", r->system_identifier});
+        info_labels.push_back({"server_version", std::to_string(r->server_version)});
+        info_labels.push_back({"address", member.address});
+        info.Add(info_labels, 1);
+      }
+    }
+  }
+
+  std::vector<MetricFamily> out;
+  for (Family* f : {&build,
+                    &reload_ok,
+                    &reload_ts,
+                    &verdict,
+                    &verdict_since,
+                    &writable_lineage,
+                    &members_total,
+                    &rounds,
+                    &round_ts,
+                    &round_duration,
+                    &overruns,
+                    &interval,
+                    &ttl,
+                    &confirmations,
+                    &up,
+                    &writable,
+                    &timeline,
+                    &wal,
+                    &info,
+                    &last_writable,
+                    &last_ok,
+                    &duration,
+                    &probes,
+                    &failures}) {
+    out.push_back(f->Take());
+  }
+  return out;
+}
+
+std::string RenderMetrics(const prometheus::Collectable& collectable) {
+  prometheus::TextSerializer serializer;
+  return serializer.Serialize(collectable.Collect());
+}
+
+}  // namespace sbd

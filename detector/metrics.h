@@ -1,0 +1,38 @@
+#pragma once
+
+#include <prometheus/collectable.h>
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "detector/scheduler.h"
+
+namespace sbd {
+
+/// Whether the last config (re)load worked; written by main, read at scrape. Thread-safe.
+struct ConfigReloadStatus {
+  std::atomic<bool> last_successful{true};
+  std::atomic<double> last_success_timestamp{0};
+  std::atomic<double> last_attempt_timestamp{0};
+};
+
+/// Builds every splitbrain_ metric family afresh at each scrape from the scheduler's
+/// snapshot, so series of clusters and members that left the config disappear.
+/// Thread-safe.
+class DetectorCollector : public prometheus::Collectable {
+ public:
+  using SnapshotSource = std::function<std::vector<ClusterSnapshot>()>;
+  DetectorCollector(SnapshotSource source, const ConfigReloadStatus* reload_status);
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  SnapshotSource source_;
+  const ConfigReloadStatus* reload_status_;
+};
+
+/// The whole /metrics body in the Prometheus text format.
+std::string RenderMetrics(const prometheus::Collectable& collectable);
+
+}  // namespace sbd

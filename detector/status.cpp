@@ -1,0 +1,158 @@
+#include "detector/status.h"
+
+#include <algorithm>
+#include <ctime>
+#include <iomanip>
+#include <sstream>
+
+namespace sbd {
+namespace {
+
+std::string MemberState(const MemberHistory* h) {
+  if (h == nullptr || !h->last) return "not probed";
+  if (const PostgresReading* r = h->last->reading()) {
+    if (r->writable()) return "writable";
+    return r->in_recovery ? "replica" : "read-only";
+  }
+  return std::string("unknown (") + ReasonName(h->last->failure()->reason) + ")";
+}
+
+bool Contains(const std::vector<std::string>& items, const std::string& item) {
+  return std::find(items.begin(), items.end(), item) != items.end();
+}
+
+}  // namespace
+
+std::string FormatTime(WallClock::time_point t) {
+  auto secs = WallClock::to_time_t(t);
+  auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  std::ostringstream out;
+  out << std::put_time(&tm, "%Y-%m-%dT%H:%M:%S") << '.' << std::setw(3) << std::setfill('0')
+      << millis << 'Z';
+  return out.str();
+}
+
+nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters) {
+  using nlohmann::json;
+  json out = {{"clusters", json::array()}};
+  for (const auto& c : clusters) {
+    json cluster = {{"name", c.spec.name},
+                    {"ttl_seconds", c.spec.ttl.count() / 1000.0},
+                    {"probe_interval_seconds", c.spec.probe_interval.count() / 1000.0},
+                    {"probe_timeout_seconds", c.spec.probe_timeout.count() / 1000.0},
+                    {"rounds", c.rounds},
+                    {"members", json::array()}};
+    if (!c.has_round) {
+      cluster["verdict"] = "pending";
+      cluster["summary"] = "no round finished yet";
+      out["clusters"].push_back(cluster);
+      continue;
+    }
+    const Assessment& a = c.assessment;
+    cluster["verdict"] = VerdictName(a.verdict);
+    cluster["summary"] = a.summary;
+    cluster["verdict_since"] = FormatTime(c.verdict_since);
+    cluster["lineage"] = a.lineage;
+    cluster["last_round"] = FormatTime(c.last_round_end);
+    cluster["evidence"] = {{"writable", a.writable},
+                           {"drift", a.drift},
+                           {"suspects", a.suspects},
+                           {"unreadable", a.unreadable},
+                           {"writable_per_lineage", a.writable_per_lineage}};
+    cluster["confirmations"] = {{"confirmed", c.confirmations_accepted},
+                                {"rejected", c.confirmations_rejected}};
+    for (const auto& spec : c.spec.members) {
+      auto it = c.history.members.find(spec.name);
+      const MemberHistory* h = it == c.history.members.end() ? nullptr : &it->second;
+      json member = {{"name", spec.name}, {"address", spec.address}, {"state", MemberState(h)}};
+      if (h != nullptr && h->last) {
+        member["probe_seconds"] = h->last->window.Seconds();
+        member["probed_at"] = FormatTime(h->last->window.sent_wall);
+        if (const ProbeFailure* f = h->last->failure()) {
+          member["error"] = {{"reason", ReasonName(f->reason)}, {"message", f->message}};
+        }
+      }
+      // Identity comes from the latest successful reading, marked with when it was taken.
+      if (h != nullptr && h->last_reading) {
+        const PostgresReading& r = *h->last_reading;
+        member["system_identifier"] = r.system_identifier;
+        member["in_lineage"] = r.system_identifier == a.lineage;
+        member["timeline"] = r.timeline;
+        member["wal_lsn"] = r.wal_lsn;
+        member["server_version"] = r.server_version;
+        member["postmaster_start"] = r.postmaster_start;
+        member["last_success"] = FormatTime(*h->last_ok);
+      }
+      if (h != nullptr && h->writable_since) {
+        member["writable_since"] = FormatTime(*h->writable_since);
+      }
+      if (h != nullptr && h->last_seen_writable) {
+        member["last_seen_writable"] = FormatTime(*h->last_seen_writable);
+      }
+      member["suspect"] = Contains(a.suspects, spec.name);
+      cluster["members"].push_back(member);
+    }
+    out["clusters"].push_back(cluster);
+  }
+  return out;
+}
+
+std::string StatusText(const std::vector<ClusterSnapshot>& clusters) {
+  const std::vector<std::string> headers = {
+      "Member", "Host", "State", "TL", "WAL", "System identifier", "Last seen writable"};
+  std::ostringstream out;
+  nlohmann::json status = StatusJson(clusters);
+  for (const auto& cluster : status["clusters"]) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& m : cluster["members"]) {
+      auto text = [&](const char* key) {
+        if (!m.contains(key)) return std::string();
+        return m[key].is_string() ? m[key].get<std::string>() : m[key].dump();
+      };
+      std::string state = text("state");
+      if (m.value("suspect", false)) state += " SUSPECT";
+      if (m.contains("in_lineage") && !m["in_lineage"].get<bool>()) state += " OTHER-LINEAGE";
+      rows.push_back({text("name"), text("address"), state, text("timeline"), text("wal_lsn"),
+                      text("system_identifier"), text("last_seen_writable")});
+    }
+    std::vector<size_t> widths;
+    for (const auto& h : headers) widths.push_back(h.size());
+    for (const auto& row : rows) {
+      for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+    }
+    std::string rule = "+";
+    for (size_t w : widths) rule += std::string(w + 2, '-') + "+";
+    std::string title = "+ Cluster: " + cluster["name"].get<std::string>() + " ";
+    if (cluster.contains("lineage")) {
+      title += "(lineage " + cluster["lineage"].get<std::string>() + ") ";
+    }
+    out << title << (title.size() < rule.size() ? rule.substr(title.size()) : "") << "\n";
+    auto print_row = [&](const std::vector<std::string>& row) {
+      out << "|";
+      for (size_t i = 0; i < row.size(); ++i) {
+        out << " " << row[i] << std::string(widths[i] - row[i].size(), ' ') << " |";
+      }
+      out << "\n";
+    };
+    print_row(headers);
+    out << rule << "\n";
+    for (const auto& row : rows) print_row(row);
+    out << rule << "\n";
+    out << "Verdict: " << cluster["verdict"].get<std::string>() << " - "
+        << cluster["summary"].get<std::string>() << "\n";
+    for (const auto& m : cluster["members"]) {
+      if (m.contains("error")) {
+        out << "  " << m["name"].get<std::string>() << ": "
+            << m["error"]["reason"].get<std::string>() << ": "
+            << m["error"]["message"].get<std::string>() << "\n";
+      }
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace sbd

@@ -1,0 +1,20 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "detector/scheduler.h"
+
+namespace sbd {
+
+/// The status view as JSON: every cluster's verdict with its evidence. Never holds secrets.
+nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters);
+
+/// The same as a table per cluster, in the spirit of `patronictl list`.
+std::string StatusText(const std::vector<ClusterSnapshot>& clusters);
+
+/// ISO-8601 UTC with milliseconds, e.g. 2026-11-29T12:00:00.123Z.
+std::string FormatTime(WallClock::time_point t);
+
+}  // namespace sbd

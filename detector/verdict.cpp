@@ -1,0 +1,198 @@
+#include "detector/verdict.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace sbd {
+namespace {
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += ", ";
+    out += item;
+  }
+  return out;
+}
+
+const MemberHistory* Find(const ClusterHistory& history, const std::string& member) {
+  auto it = history.members.find(member);
+  return it == history.members.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+const char* VerdictName(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kHealthy:
+      return "healthy";
+    case Verdict::kUnknown:
+      return "unknown";
+    case Verdict::kNoPrimary:
+      return "no_primary";
+    case Verdict::kDrift:
+      return "drift";
+    case Verdict::kSuspected:
+      return "suspected";
+    case Verdict::kSplitBrain:
+      return "split_brain";
+  }
+  return "unknown";
+}
+
+int VerdictExitCode(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kHealthy:
+      return 0;
+    case Verdict::kUnknown:
+      return 3;
+    case Verdict::kNoPrimary:
+      return 4;
+    case Verdict::kDrift:
+      return 5;
+    case Verdict::kSuspected:
+      return 6;
+    case Verdict::kSplitBrain:
+      return 7;
+  }
+  return 3;
+}
+
+const std::vector<Verdict>& AllVerdicts() {
+  static const std::vector<Verdict> all = {Verdict::kHealthy,   Verdict::kUnknown,
+                                           Verdict::kNoPrimary, Verdict::kDrift,
+                                           Verdict::kSuspected, Verdict::kSplitBrain};
+  return all;
+}
+
+void RecordObservation(MemberHistory& history, const Observation& obs, WallClock::time_point at) {
+  history.last = obs;
+  const PostgresReading* reading = obs.reading();
+  if (reading == nullptr) {
+    ++history.consecutive_failures;
+    return;
+  }
+  history.consecutive_failures = 0;
+  history.last_ok = at;
+  if (reading->writable()) {
+    if (!history.last_known_writable() || !history.writable_since) history.writable_since = at;
+    history.last_seen_writable = at;
+  } else {
+    history.writable_since.reset();
+  }
+  history.last_reading = *reading;
+}
+
+std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history) {
+  if (!spec.system_identifier.empty()) return spec.system_identifier;
+  std::map<std::string, int> votes;
+  std::string first_seen;
+  for (const auto& member : spec.members) {
+    const MemberHistory* h = Find(history, member.name);
+    if (h == nullptr || !h->last_reading) continue;
+    const std::string& id = h->last_reading->system_identifier;
+    if (first_seen.empty()) first_seen = id;
+    ++votes[id];
+  }
+  for (const auto& [id, count] : votes) {
+    if (2 * count > static_cast<int>(spec.members.size())) return id;
+  }
+  if (!history.lineage.empty()) return history.lineage;
+  // No majority and nothing learned yet: the most common, ties to the earliest member's.
+  std::string best = first_seen;
+  for (const auto& [id, count] : votes) {
+    if (count > votes[best]) best = id;
+  }
+  return best;
+}
+
+std::vector<std::string> WritableInLineage(const std::vector<Observation>& round,
+                                           const std::string& lineage) {
+  std::vector<std::string> out;
+  for (const auto& obs : round) {
+    if (obs.seen_writable() && obs.reading()->system_identifier == lineage) {
+      out.push_back(obs.member);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> ConfirmedWritable(const std::vector<Observation>& reprobe,
+                                           const std::string& lineage) {
+  std::vector<const Observation*> writable;
+  for (const auto& obs : reprobe) {
+    if (obs.seen_writable() && obs.reading()->system_identifier == lineage) {
+      writable.push_back(&obs);
+    }
+  }
+  for (size_t i = 0; i < writable.size(); ++i) {
+    for (size_t j = i + 1; j < writable.size(); ++j) {
+      if (!writable[i]->window.Overlaps(writable[j]->window)) continue;
+      std::vector<std::string> confirmed = {writable[i]->member, writable[j]->member};
+      for (size_t k = j + 1; k < writable.size(); ++k) {
+        if (writable[k]->window.Overlaps(writable[i]->window) &&
+            writable[k]->window.Overlaps(writable[j]->window)) {
+          confirmed.push_back(writable[k]->member);
+        }
+      }
+      return confirmed;
+    }
+  }
+  return {};
+}
+
+Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round,
+                  const ClusterHistory& history, bool confirmed) {
+  Assessment a;
+  a.lineage = ChooseLineage(spec, history);
+  for (const auto& obs : round) {
+    if (const PostgresReading* r = obs.reading()) {
+      if (r->writable()) {
+        ++a.writable_per_lineage[r->system_identifier];
+        (r->system_identifier == a.lineage ? a.writable : a.drift).push_back(obs.member);
+      }
+      continue;
+    }
+    a.unreadable.push_back(obs.member);
+    const MemberHistory* h = Find(history, obs.member);
+    // Unreadable now, and the last time we could read it, it was writable in this lineage.
+    if (h != nullptr && h->last_known_writable() &&
+        h->last_reading->system_identifier == a.lineage) {
+      a.suspects.push_back(obs.member);
+    }
+  }
+
+  std::ostringstream summary;
+  if (a.writable.size() >= 2 && confirmed) {
+    a.verdict = Verdict::kSplitBrain;
+    summary << a.writable.size() << " members writable at once in lineage " << a.lineage << ": "
+            << Join(a.writable) << " (confirmed by an overlapping re-probe)";
+  } else if (a.writable.size() >= 2) {
+    a.verdict = Verdict::kSuspected;
+    summary << "writable readings of " << Join(a.writable)
+            << " did not overlap in time; not confirmed";
+  } else if (a.writable.size() == 1 && !a.suspects.empty()) {
+    a.verdict = Verdict::kSuspected;
+    summary << a.writable.front() << " is writable and " << Join(a.suspects)
+            << ", last seen writable, cannot be read";
+  } else if (!a.drift.empty()) {
+    a.verdict = Verdict::kDrift;
+    summary << Join(a.drift) << " writable with another system identifier than lineage "
+            << a.lineage << "; not counted as split brain";
+  } else if (!a.unreadable.empty()) {
+    a.verdict = Verdict::kUnknown;
+    summary << Join(a.unreadable) << " cannot be read";
+    if (!a.suspects.empty()) summary << "; " << Join(a.suspects) << " was last seen writable";
+    if (a.writable.size() == 1) summary << "; " << a.writable.front() << " is writable";
+  } else if (a.writable.empty()) {
+    a.verdict = Verdict::kNoPrimary;
+    summary << "every member read, none writable";
+  } else {
+    a.verdict = Verdict::kHealthy;
+    summary << a.writable.front() << " is the only writable member";
+  }
+  a.summary = summary.str();
+  return a;
+}
+
+}  // namespace sbd

@@ -1,0 +1,82 @@
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "detector/config.h"
+#include "probes/probe.h"
+
+namespace sbd {
+
+/// A cluster's verdict, from best to worst.
+enum class Verdict {
+  kHealthy,     ///< exactly one writable member of the lineage, every member seen
+  kUnknown,     ///< some member could not be read, so "healthy" cannot be claimed
+  kNoPrimary,   ///< every member read, none writable
+  kDrift,       ///< a writable member of another lineage sits inside the configured cluster
+  kSuspected,   ///< one writable plus one last seen writable and now unreadable
+  kSplitBrain,  ///< two or more writable in one lineage, confirmed by an overlapping re-probe
+};
+
+/// Stable snake_case name for metrics, JSON and logs.
+const char* VerdictName(Verdict verdict);
+/// The `check` command's exit code for a verdict (0 healthy, 3..7 otherwise).
+int VerdictExitCode(Verdict verdict);
+/// Every verdict, best first.
+const std::vector<Verdict>& AllVerdicts();
+
+/// What the detector remembers about one member across rounds. Not thread-safe.
+struct MemberHistory {
+  std::optional<Observation> last;                          ///< the latest observation, ok or not
+  std::optional<PostgresReading> last_reading;              ///< the latest successful reading
+  std::optional<WallClock::time_point> last_ok;             ///< when it was last read
+  std::optional<WallClock::time_point> writable_since;      ///< start of the writable streak
+  std::optional<WallClock::time_point> last_seen_writable;  ///< latest writable reading
+  int consecutive_failures = 0;
+  /// True when the latest successful reading said writable.
+  bool last_known_writable() const { return last_reading && last_reading->writable(); }
+};
+
+/// Per-cluster memory: member histories and the lineage the cluster is judged by.
+struct ClusterHistory {
+  std::map<std::string, MemberHistory> members;
+  std::string lineage;
+};
+
+/// Folds one observation, read at `at`, into the member's history.
+void RecordObservation(MemberHistory& history, const Observation& obs, WallClock::time_point at);
+
+/// The lineage a round is judged by: the configured one; else the system identifier that a
+/// strict majority of members last reported; else the previous one; else the most common.
+std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history);
+
+/// Members of `lineage` seen writable in `round`.
+std::vector<std::string> WritableInLineage(const std::vector<Observation>& round,
+                                           const std::string& lineage);
+
+/// The confirmation rule: at least two members of `lineage` read writable in the re-probe,
+/// and their reading windows overlap in time. Returns the members of the first overlapping
+/// pair and any others overlapping with it; empty when not confirmed.
+std::vector<std::string> ConfirmedWritable(const std::vector<Observation>& reprobe,
+                                           const std::string& lineage);
+
+/// The verdict and the evidence behind it.
+struct Assessment {
+  Verdict verdict = Verdict::kUnknown;
+  std::string summary;                  ///< one line for humans
+  std::string lineage;                  ///< the system identifier judged by
+  std::vector<std::string> writable;    ///< writable members of the lineage
+  std::vector<std::string> drift;       ///< writable members of another lineage
+  std::vector<std::string> suspects;    ///< last seen writable, unreadable now
+  std::vector<std::string> unreadable;  ///< failed this round
+  std::map<std::string, int> writable_per_lineage;
+};
+
+/// Pure: decides from the (post-confirmation) round, the history already updated with it,
+/// and whether a candidate of two or more writable members passed confirmation.
+Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round,
+                  const ClusterHistory& history, bool confirmed);
+
+}  // namespace sbd

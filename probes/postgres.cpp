@@ -1,0 +1,198 @@
+#include "probes/postgres.h"
+
+#include <algorithm>
+#include <cmath>
+#include <pqxx/pqxx>
+
+#include "probes/deadline_watchdog.h"
+
+namespace sbd {
+namespace {
+
+std::string Trim(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) {
+    text.pop_back();
+  }
+  return text;
+}
+
+std::string Quote(const std::string& value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+bool Contains(const std::string& haystack, const char* needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// libpq reports connection failures as text only; map the well-known ones.
+ProbeFailureReason ClassifyConnectError(const std::string& message) {
+  if (Contains(message, "timeout expired")) return ProbeFailureReason::kTimeout;
+  if (Contains(message, "Connection refused") || Contains(message, "No such file or directory")) {
+    return ProbeFailureReason::kRefused;
+  }
+  if (Contains(message, "authentication failed") || Contains(message, "no password supplied") ||
+      Contains(message, "no pg_hba.conf entry") || Contains(message, "permission denied") ||
+      Contains(message, "does not exist")) {
+    return ProbeFailureReason::kAuth;
+  }
+  if (Contains(message, "could not translate host name") || Contains(message, "No route to host") ||
+      Contains(message, "Network is unreachable")) {
+    return ProbeFailureReason::kUnreachable;
+  }
+  if (Contains(message, "starting up") || Contains(message, "shutting down") ||
+      Contains(message, "in recovery mode")) {
+    return ProbeFailureReason::kStarting;
+  }
+  if (Contains(message, "server closed the connection") || Contains(message, "terminating")) {
+    return ProbeFailureReason::kConnectionLost;
+  }
+  return ProbeFailureReason::kInternal;
+}
+
+ProbeFailureReason ClassifySqlState(const std::string& sqlstate) {
+  if (sqlstate == "57014") return ProbeFailureReason::kTimeout;  // statement_timeout
+  if (sqlstate.rfind("28", 0) == 0 || sqlstate == "42501") return ProbeFailureReason::kAuth;
+  if (sqlstate == "57P03") return ProbeFailureReason::kStarting;
+  if (sqlstate.rfind("08", 0) == 0 || sqlstate.rfind("57P", 0) == 0) {
+    return ProbeFailureReason::kConnectionLost;
+  }
+  return ProbeFailureReason::kQuery;
+}
+
+}  // namespace
+
+PostgresProbe::PostgresProbe(MemberSpec member, Millis timeout)
+    : member_(std::move(member)), timeout_(timeout) {}
+
+PostgresProbe::~PostgresProbe() = default;
+
+const char* PostgresProbe::ReadingQuery() {
+  // The session's own transaction is READ ONLY, so we report the server's default, which is
+  // what an application's session gets. pg_walfile_name() gives the insert timeline at once,
+  // where pg_control_checkpoint() lags until the post-promotion checkpoint.
+  return "SELECT r.rec, current_setting('default_transaction_read_only') = 'on', "
+         "(SELECT system_identifier FROM pg_control_system())::text, "
+         "CASE WHEN r.rec THEN COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), "
+         "(SELECT timeline_id FROM pg_control_checkpoint()))::bigint "
+         "ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint END, "
+         "l.lsn::text, COALESCE(pg_wal_lsn_diff(l.lsn, '0/0'), 0)::bigint, "
+         "current_setting('server_version_num')::int, "
+         "to_char(pg_postmaster_start_time() AT TIME ZONE 'UTC', "
+         "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') "
+         "FROM (SELECT pg_is_in_recovery() AS rec) r, LATERAL (SELECT CASE WHEN r.rec THEN "
+         "COALESCE(pg_last_wal_replay_lsn(), pg_last_wal_receive_lsn()) "
+         "ELSE pg_current_wal_lsn() END AS lsn) l";
+}
+
+std::variant<std::string, ProbeFailure> PostgresProbe::ConnectionString(
+    SteadyClock::time_point deadline) const {
+  auto password = ResolvePassword(member_);
+  if (auto* error = std::get_if<std::string>(&password)) {
+    return ProbeFailure{ProbeFailureReason::kConfig, *error};
+  }
+  auto remaining = std::chrono::duration_cast<Millis>(deadline - SteadyClock::now()).count();
+  // libpq's connect_timeout is whole seconds with a floor of 2.
+  long connect_seconds = std::max<long>(2, static_cast<long>(std::ceil(remaining / 1000.0)));
+  long timeout_ms = std::max<long>(100, timeout_.count());
+  std::string conninfo = member_.dsn;
+  conninfo += " connect_timeout=" + std::to_string(connect_seconds);
+  conninfo += " keepalives=1 keepalives_idle=5 keepalives_interval=1 keepalives_count=3";
+  conninfo += " tcp_user_timeout=" + std::to_string(timeout_ms);
+  conninfo += " application_name=splitbrain-detector";
+  conninfo += " options=" + Quote("-c statement_timeout=" + std::to_string(timeout_ms) +
+                                  " -c lock_timeout=" + std::to_string(timeout_ms) +
+                                  " -c idle_in_transaction_session_timeout=60000");
+  if (const auto& secret = std::get<std::optional<std::string>>(password)) {
+    conninfo += " password=" + Quote(*secret);
+  }
+  return conninfo;
+}
+
+Observation PostgresProbe::Probe(SteadyClock::time_point deadline) {
+  Observation obs;
+  obs.member = member_.name;
+  obs.window.sent_wall = WallClock::now();
+  obs.window.sent = SteadyClock::now();
+  auto fail = [&](ProbeFailureReason reason, std::string message) {
+    obs.window.received = SteadyClock::now();
+    obs.result = ProbeFailure{reason, Trim(std::move(message))};
+    return obs;
+  };
+  if (deadline <= obs.window.sent) return fail(ProbeFailureReason::kTimeout, "no time left");
+
+  if (!conn_ || !conn_->is_open()) {
+    conn_.reset();
+    auto conninfo = ConnectionString(deadline);
+    if (auto* failure = std::get_if<ProbeFailure>(&conninfo)) {
+      return fail(failure->reason, failure->message);
+    }
+    try {
+      conn_ = std::make_unique<pqxx::connection>(std::get<std::string>(conninfo));
+    } catch (const std::exception& e) {
+      std::string message = e.what();
+      return fail(ClassifyConnectError(message), "connect: " + message);
+    }
+    if (SteadyClock::now() >= deadline) {
+      return fail(ProbeFailureReason::kTimeout, "connected after the deadline");
+    }
+  }
+
+  // The reading's window starts when the query is sent, not when we began connecting.
+  obs.window.sent_wall = WallClock::now();
+  obs.window.sent = SteadyClock::now();
+  bool drop_connection = false;
+  obs.result = Read(deadline, &drop_connection);
+  obs.window.received = SteadyClock::now();
+  // Only now, with the watchdog disarmed, may the socket be closed.
+  if (drop_connection) conn_.reset();
+  if (auto* failure = std::get_if<ProbeFailure>(&obs.result)) {
+    failure->message = Trim(failure->message);
+  }
+  return obs;
+}
+
+std::variant<PostgresReading, ProbeFailure> PostgresProbe::Read(SteadyClock::time_point deadline,
+                                                                bool* drop_connection) {
+  auto guard = DeadlineWatchdog::Instance().Arm(conn_->sock(), deadline);
+  try {
+    pqxx::read_transaction tx(*conn_, "probe");
+    pqxx::result rows = tx.exec(ReadingQuery());
+    tx.commit();
+    if (rows.size() != 1 || rows[0].size() != 8) {
+      *drop_connection = true;
+      return ProbeFailure{ProbeFailureReason::kProtocol, "unexpected result shape"};
+    }
+    const auto& row = rows[0];
+    PostgresReading reading;
+    reading.in_recovery = row[0].as<bool>();
+    reading.read_only = row[1].as<bool>();
+    reading.system_identifier = row[2].as<std::string>("");
+    reading.timeline = row[3].as<std::int64_t>(0);
+    reading.wal_lsn = row[4].as<std::string>("");
+    reading.wal_bytes = static_cast<std::uint64_t>(row[5].as<std::int64_t>(0));
+    reading.server_version = row[6].as<int>(0);
+    reading.postmaster_start = row[7].as<std::string>("");
+    if (reading.system_identifier.empty()) {
+      return ProbeFailure{ProbeFailureReason::kProtocol, "no system identifier in the reading"};
+    }
+    return reading;
+  } catch (const pqxx::sql_error& e) {
+    auto reason = guard.fired() ? ProbeFailureReason::kTimeout : ClassifySqlState(e.sqlstate());
+    *drop_connection = reason != ProbeFailureReason::kQuery || !conn_->is_open();
+    return ProbeFailure{reason, e.what()};
+  } catch (const std::exception& e) {
+    // broken_connection, in_doubt_error, conversion errors: start afresh next time.
+    *drop_connection = true;
+    if (guard.fired()) {
+      return ProbeFailure{ProbeFailureReason::kTimeout, "no answer before the deadline"};
+    }
+    return ProbeFailure{ProbeFailureReason::kConnectionLost, e.what()};
+  }
+}
+
+}  // namespace sbd

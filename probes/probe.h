@@ -1,0 +1,87 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace sbd {
+
+using WallClock = std::chrono::system_clock;
+using SteadyClock = std::chrono::steady_clock;
+
+/// Why a probe produced no reading. Every value is a failure; there is no "ok" here, so a
+/// probe result is either a reading or one of these, never both and never neither.
+enum class ProbeFailureReason {
+  kTimeout,         ///< the deadline passed before an answer arrived
+  kRefused,         ///< nothing listens (connection refused / no such socket)
+  kUnreachable,     ///< host lookup or routing failed
+  kAuth,            ///< authentication or authorization rejected
+  kProtocol,        ///< the server answered something we could not interpret
+  kQuery,           ///< the connection worked but a query failed
+  kConnectionLost,  ///< an established connection broke mid-probe
+  kConfig,          ///< the member's own settings are unusable (e.g. unreadable password file)
+  kStarting,        ///< the server says it is starting up or shutting down
+  kInternal,        ///< anything else; the message says what
+};
+
+/// Stable snake_case name used in metrics labels and logs.
+const char* ReasonName(ProbeFailureReason reason);
+
+/// A failed probe: the reason and a human message that never contains a secret.
+struct ProbeFailure {
+  ProbeFailureReason reason = ProbeFailureReason::kInternal;
+  std::string message;
+};
+
+/// What PostgreSQL said about itself, read in one round trip.
+struct PostgresReading {
+  bool in_recovery = true;
+  bool read_only = true;
+  /// Writable means not in recovery and transaction_read_only off.
+  bool writable() const { return !in_recovery && !read_only; }
+  std::string system_identifier;  ///< pg_control_system(): the lineage
+  std::int64_t timeline = 0;      ///< the timeline of the latest checkpoint (or replay)
+  std::string wal_lsn;            ///< current (primary) or last replayed (standby) LSN text
+  std::uint64_t wal_bytes = 0;    ///< the same position as a byte offset
+  int server_version = 0;         ///< server_version_num
+  std::string postmaster_start;   ///< pg_postmaster_start_time() as ISO-8601 text
+};
+
+/// The timing of one reading: the answer was produced somewhere inside [sent, received].
+struct ReadingWindow {
+  WallClock::time_point sent_wall;
+  SteadyClock::time_point sent;
+  SteadyClock::time_point received;
+  /// True when the two windows share at least one instant.
+  bool Overlaps(const ReadingWindow& other) const {
+    return sent <= other.received && other.sent <= received;
+  }
+  double Seconds() const { return std::chrono::duration<double>(received - sent).count(); }
+};
+
+/// One probe of one member: the timing plus either a reading or a failure.
+struct Observation {
+  std::string member;
+  ReadingWindow window;
+  std::variant<PostgresReading, ProbeFailure> result;
+
+  bool ok() const { return std::holds_alternative<PostgresReading>(result); }
+  const PostgresReading* reading() const { return std::get_if<PostgresReading>(&result); }
+  const ProbeFailure* failure() const { return std::get_if<ProbeFailure>(&result); }
+  /// Writable only when seen to be; a failed probe is never writable and never "not writable".
+  bool seen_writable() const { return ok() && reading()->writable(); }
+};
+
+/// A probe of one member. Implementations return data and never count holders; they
+/// never throw past Probe(). Not thread-safe: the scheduler runs at most one Probe() per
+/// instance at a time.
+class MemberProbe {
+ public:
+  virtual ~MemberProbe() = default;
+  /// Reads the member once, giving up at `deadline` (a timeout failure).
+  virtual Observation Probe(SteadyClock::time_point deadline) = 0;
+};
+
+}  // namespace sbd

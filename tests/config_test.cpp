@@ -1,0 +1,368 @@
+#include "detector/config.h"
+
+#include <libpq-fe.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+using sbd::ConfigError;
+using sbd::Millis;
+
+namespace {
+
+const std::string kDir = SBD_TESTDATA_DIR "/config/";
+
+sbd::ValidatedConfig Valid(const sbd::ConfigResult& result) {
+  if (const auto* errors = std::get_if<std::vector<ConfigError>>(&result)) {
+    for (const ConfigError& e : *errors) UNSCOPED_INFO(e.ToString());
+    FAIL("config unexpectedly invalid");
+  }
+  return std::get<sbd::ValidatedConfig>(result);
+}
+
+std::vector<std::string> ErrorLines(const sbd::ConfigResult& result) {
+  std::vector<std::string> lines;
+  if (const auto* errors = std::get_if<std::vector<ConfigError>>(&result)) {
+    for (const ConfigError& e : *errors) lines.push_back(e.ToString());
+  }
+  return lines;
+}
+
+std::vector<std::string> LoadErrors(const std::string& name) {
+  return ErrorLines(sbd::LoadConfig(kDir + name));
+}
+
+// The options libpq reads back from a connection string, so DSNs compare by meaning.
+std::map<std::string, std::string> DsnOptions(const std::string& dsn) {
+  std::map<std::string, std::string> out;
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(dsn.c_str(), &error);
+  REQUIRE(options != nullptr);
+  for (PQconninfoOption* o = options; o->keyword; ++o) {
+    if (o->val && *o->val) out[o->keyword] = o->val;
+  }
+  PQconninfoFree(options);
+  return out;
+}
+
+std::string Password(const sbd::MemberSpec& member) {
+  auto result = sbd::ResolvePassword(member);
+  REQUIRE(result.index() == 0);
+  REQUIRE(std::get<0>(result).has_value());
+  return *std::get<0>(result);
+}
+
+std::string PasswordError(const sbd::MemberSpec& member) {
+  auto result = sbd::ResolvePassword(member);
+  REQUIRE(result.index() == 1);
+  return std::get<1>(result);
+}
+
+std::string WriteTempFile(const std::string& content) {
+  char path[] = "/tmp/sbd-config-test-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()));
+  close(fd);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("config: a valid file parses with defaults applied", "[config]") {
+  const std::string path = kDir + "valid-full.yml";
+  const sbd::ValidatedConfig config = Valid(sbd::LoadConfig(path));
+  CHECK(config.source() == path);
+  const auto& clusters = config.clusters();
+  REQUIRE(clusters.size() == 3);
+
+  const sbd::ClusterSpec& orders = clusters[0];
+  CHECK(orders.name == "orders");
+  CHECK(orders.ttl == Millis(30000));
+  CHECK(orders.probe_interval == Millis(3000));
+  CHECK(orders.probe_timeout == Millis(2000));
+  CHECK(orders.system_identifier == "7312345678901234567");
+  REQUIRE(orders.members.size() == 2);
+
+  const sbd::ClusterSpec& billing = clusters[1];
+  CHECK(billing.name == "billing.eu-1");
+  CHECK(billing.ttl == Millis(10000));
+  CHECK(billing.probe_interval == Millis(1000));
+  CHECK(billing.probe_timeout == Millis(1000));
+  CHECK(billing.system_identifier == "7398765432109876543");  // given as a YAML integer
+
+  const sbd::ClusterSpec& inventory = clusters[2];
+  CHECK(inventory.ttl == Millis(60000));
+  CHECK(inventory.probe_interval == Millis(15000));
+  CHECK(inventory.probe_timeout == Millis(500));
+  CHECK(inventory.system_identifier.empty());
+}
+
+TEST_CASE("config: an inline dsn password moves to inline_password", "[config]") {
+  const auto members = Valid(sbd::LoadConfig(kDir + "valid-full.yml")).clusters()[0].members;
+
+  const sbd::MemberSpec& pg1 = members[0];
+  CHECK(pg1.name == "pg1");
+  CHECK(pg1.inline_password == "s3cr'et");
+  CHECK(pg1.dsn.find("s3cr") == std::string::npos);
+  CHECK(pg1.dsn == "user='splitbrain' dbname='postgres' host='127.0.0.1' port='5433'");
+  CHECK(pg1.address == "127.0.0.1:5433");
+  CHECK_FALSE(pg1.password_file);
+  CHECK_FALSE(pg1.password_env);
+
+  const sbd::MemberSpec& pg2 = members[1];  // URI form, password in user:password@
+  CHECK(pg2.inline_password == "hunter2");
+  CHECK(pg2.dsn.find("hunter2") == std::string::npos);
+  CHECK(pg2.address == "db2.example.com:5434");
+  CHECK(DsnOptions(pg2.dsn) == std::map<std::string, std::string>{{"user", "splitbrain"},
+                                                                  {"dbname", "postgres"},
+                                                                  {"host", "db2.example.com"},
+                                                                  {"port", "5434"},
+                                                                  {"sslmode", "require"}});
+}
+
+TEST_CASE("config: password sources and addresses are kept per member", "[config]") {
+  const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-full.yml")).clusters();
+  const sbd::MemberSpec& socket = clusters[1].members[0];
+  CHECK(socket.address == "/var/run/postgresql:5432");
+  CHECK(socket.password_file == "/etc/splitbrain/a.pass");
+  CHECK_FALSE(socket.inline_password);
+
+  const sbd::MemberSpec& by_hostaddr = clusters[1].members[1];
+  CHECK(by_hostaddr.address == "10.0.0.2:5432");
+  CHECK(by_hostaddr.password_env == "BILLING_PG_PASSWORD");
+
+  CHECK(clusters[2].members[0].address == "pg1:5432,pg2:5433");
+}
+
+TEST_CASE("config: rebuilt dsn quotes values so libpq reads them back unchanged", "[config]") {
+  const std::string yaml = R"(clusters:
+  - name: c
+    members:
+      - name: m
+        dsn: "host=::1 application_name='it\\'s a \\\\ test' password='p w'"
+      - name: n
+        dsn: ""
+)";
+  const auto members = Valid(sbd::ParseConfig(yaml, "inline.yml")).clusters()[0].members;
+  CHECK(members[0].inline_password == "p w");
+  CHECK(members[0].address == "[::1]:5432");
+  CHECK(DsnOptions(members[0].dsn) == std::map<std::string, std::string>{
+                                          {"host", "::1"}, {"application_name", "it's a \\ test"}});
+  CHECK(members[1].dsn.empty());
+  CHECK(members[1].address == "localhost:5432");
+}
+
+TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
+  // Every error carries file:line:column, the key path and a message, sorted by position.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"invalid-unknown-top-key.yml", {"6:1: foo: unknown key"}},
+      {"invalid-unknown-member-key.yml", {"6:9: clusters[0].members[0].passwrd: unknown key"}},
+      {"invalid-wrong-type-ttl.yml",
+       {"3:10: clusters[0].ttl: expected a duration like 500ms, 30s or 1m"}},
+      {"invalid-bad-duration.yml",
+       {"3:10: clusters[0].ttl: expected a duration like 500ms, 30s or 1m",
+        "4:21: clusters[0].probe_interval: expected a duration like 500ms, 30s or 1m",
+        "5:20: clusters[0].probe_timeout: expected a duration like 500ms, 30s or 1m"}},
+      {"invalid-duplicate-cluster.yml",
+       {"6:11: clusters[1].name: duplicate cluster name \"orders\" (first at line 2)"}},
+      {"invalid-duplicate-member.yml",
+       {"6:15: clusters[0].members[1].name: duplicate member name \"pg1\" (first at line 4)"}},
+      {"invalid-duplicate-key.yml", {"4:5: clusters[0].ttl: duplicate key (first at line 3)"}},
+      {"invalid-missing-members.yml", {"2:5: clusters[0].members: required"}},
+      {"invalid-interval-above-ttl-third.yml",
+       {"4:21: clusters[0].probe_interval: probe_interval 15s is above ttl/3 (10s)"}},
+      {"invalid-timeout-above-interval.yml",
+       {"4:20: clusters[0].probe_timeout: probe_timeout 5s is above probe_interval 3s",
+        "10:20: clusters[1].probe_timeout: probe_timeout 2s is above probe_interval 1s "
+        "(the default, ttl/10)"}},
+      {"invalid-below-minimums.yml",
+       {"3:10: clusters[0].ttl: ttl 500ms is below the minimum 1s",
+        "8:21: clusters[1].probe_interval: probe_interval 50ms is below the minimum 100ms",
+        "9:20: clusters[1].probe_timeout: probe_timeout 0s is below the minimum 1ms"}},
+      {"invalid-bad-dsn.yml",
+       {"6:14: clusters[0].members[0].dsn: missing \"=\" after \"...\" in connection info string",
+        "8:14: clusters[0].members[1].dsn: invalid connection option \"colour\"",
+        "10:14: clusters[0].members[2].dsn: end of string reached when looking for matching "
+        "\"]\" in IPv6 host address in URI: \"...\"",
+        "12:14: clusters[0].members[3].dsn: missing \"=\" after \"password\" in connection info "
+        "string"}},
+      {"invalid-password-twice.yml",
+       {"6:24: clusters[0].members[0].password_file: password given both inline in dsn and in "
+        "password_file",
+        "10:23: clusters[0].members[1].password_env: only one of password_file and password_env "
+        "may be set"}},
+      {"invalid-system-identifier.yml",
+       {"3:24: clusters[0].system_identifier: expected a system identifier: an unsigned 64-bit "
+        "decimal number",
+        "8:24: clusters[1].system_identifier: expected a system identifier: an unsigned 64-bit "
+        "decimal number"}},
+      {"invalid-wrong-types.yml",
+       {"2:5: clusters[0].name: expected a string", "4:7: clusters[0].members: expected a sequence",
+        "5:11: clusters[1].name: expected a string",
+        "7:9: clusters[1].members[0]: expected a mapping",
+        "9:14: clusters[1].members[1].dsn: expected a string",
+        "10:23: clusters[1].members[1].password_env: expected an environment variable name"}},
+      {"invalid-yaml-syntax.yml", {"5:1: end of sequence flow not found"}},
+      {"invalid-empty-clusters.yml", {"1:11: clusters: must list at least one cluster"}},
+      {"invalid-empty-file.yml", {"1:1: clusters: required"}},
+      {"invalid-not-a-mapping.yml", {"1:1: expected a mapping"}},
+      {"invalid-two-documents.yml", {"7:1: expected a single YAML document"}},
+      {"invalid-several-errors.yml",
+       {"4:21: clusters[0].probe_interval: probe_interval 5s is above ttl/3 (3s333ms)",
+        "8:9: clusters[0].members[0].verbose: unknown key",
+        "9:9: clusters[0].members[1].name: required",
+        "10:11: clusters[1].name: expected a name of letters, digits, '_', '.' and '-'",
+        "11:14: clusters[1].members: expected a sequence", "12:1: extra: unknown key"}},
+  };
+  for (const auto& [name, expected_suffixes] : cases) {
+    INFO(name);
+    std::vector<std::string> expected;
+    for (const std::string& suffix : expected_suffixes)
+      expected.push_back(kDir + name + ":" + suffix);
+    CHECK(LoadErrors(name) == expected);
+  }
+}
+
+TEST_CASE("config: dsn errors never echo password fragments", "[config]") {
+  const std::vector<std::string> fixture = LoadErrors("invalid-bad-dsn.yml");
+  // A quote inside the password must not end the redacted piece early.
+  const std::string yaml = R"(clusters:
+  - name: c
+    members:
+      - name: m
+        dsn: 'postgresql://u:qx"zk@[::1'
+)";
+  std::vector<std::string> lines = ErrorLines(sbd::ParseConfig(yaml, "inline.yml"));
+  REQUIRE(lines.size() == 1);
+  lines.insert(lines.end(), fixture.begin(), fixture.end());
+  for (const std::string& line : lines) {
+    INFO(line);
+    CHECK(line.find("hunter2") == std::string::npos);
+    CHECK(line.find("tail") == std::string::npos);
+    CHECK(line.find("qx") == std::string::npos);
+    CHECK(line.find("zk") == std::string::npos);
+  }
+}
+
+TEST_CASE("config: an unreadable file is one error at line 0", "[config]") {
+  const std::string path = kDir + "does-not-exist.yml";
+  CHECK(LoadErrors("does-not-exist.yml") ==
+        std::vector<std::string>{path + ":0:0: cannot read file: No such file or directory"});
+  const auto result = sbd::LoadConfig(kDir);
+  REQUIRE(ErrorLines(result) ==
+          std::vector<std::string>{kDir + ":0:0: cannot read file: Is a directory"});
+  const ConfigError& error = std::get<std::vector<ConfigError>>(result)[0];
+  CHECK(error.line == 0);
+  CHECK(error.column == 0);
+  CHECK(error.key.empty());
+}
+
+TEST_CASE("config: ToString omits the key part when the key is empty", "[config]") {
+  CHECK(ConfigError{"f.yml", 3, 7, "clusters[0].ttl", "bad"}.ToString() ==
+        "f.yml:3:7: clusters[0].ttl: bad");
+  CHECK(ConfigError{"f.yml", 3, 7, "", "bad"}.ToString() == "f.yml:3:7: bad");
+}
+
+TEST_CASE("config: durations round trip through their canonical form", "[config]") {
+  const std::vector<std::pair<std::string, Millis>> cases = {
+      {"1ms", Millis(1)},       {"250ms", Millis(250)},
+      {"1s", Millis(1000)},     {"1s500ms", Millis(1500)},
+      {"30s", Millis(30000)},   {"1m", Millis(60000)},
+      {"1m30s", Millis(90000)}, {"2h", Millis(7200000)},
+      {"1d", Millis(86400000)}, {"1d1h1m1s1ms", Millis(90061001)},
+  };
+  for (const auto& [text, value] : cases) {
+    INFO(text);
+    CHECK(sbd::ParseDuration(text) == value);
+    CHECK(sbd::FormatDuration(value) == text);
+  }
+  CHECK(sbd::FormatDuration(Millis(0)) == "0s");
+  // Non-canonical spellings parse to the same value.
+  CHECK(sbd::ParseDuration("90s") == Millis(90000));
+  CHECK(sbd::ParseDuration("1500ms") == Millis(1500));
+  CHECK(sbd::ParseDuration("1m0s") == Millis(60000));
+}
+
+TEST_CASE("config: malformed or zero durations are rejected", "[config]") {
+  for (const char* text : {"",
+                           "0s",
+                           "0ms",
+                           "0m0s",
+                           "30",
+                           "s",
+                           "ms",
+                           "1.5s",
+                           "-1s",
+                           "+1s",
+                           " 1s",
+                           "1s ",
+                           "1 s",
+                           "1x",
+                           "1S",
+                           "1sec",
+                           "1s1m",
+                           "1m1m",
+                           "1ms1s",
+                           "1w",
+                           "99999999999999999999ms",
+                           "9999999999999999d"}) {
+    INFO('"' << text << '"');
+    CHECK_FALSE(sbd::ParseDuration(text));
+  }
+}
+
+TEST_CASE("config: ResolvePassword reads a file without its trailing newline", "[config]") {
+  sbd::MemberSpec member;
+  for (const char* content : {"file-secret\n", "file-secret\r\n", "file-secret"}) {
+    member.password_file = WriteTempFile(content);
+    CHECK(Password(member) == "file-secret");
+    std::remove(member.password_file->c_str());
+  }
+  member.password_file = WriteTempFile("two\n\n");  // only one newline is stripped
+  CHECK(Password(member) == "two\n");
+  std::remove(member.password_file->c_str());
+}
+
+TEST_CASE("config: ResolvePassword reads an environment variable", "[config]") {
+  sbd::MemberSpec member;
+  member.password_env = "SBD_CONFIG_TEST_PASSWORD";
+  REQUIRE(setenv("SBD_CONFIG_TEST_PASSWORD", "env-secret", 1) == 0);
+  CHECK(Password(member) == "env-secret");
+  unsetenv("SBD_CONFIG_TEST_PASSWORD");
+  CHECK(PasswordError(member) == "environment variable SBD_CONFIG_TEST_PASSWORD is not set");
+}
+
+TEST_CASE("config: ResolvePassword falls back to the inline password, or none", "[config]") {
+  sbd::MemberSpec member;
+  auto none = sbd::ResolvePassword(member);
+  REQUIRE(none.index() == 0);
+  CHECK_FALSE(std::get<0>(none).has_value());
+  member.inline_password = "inline-secret";
+  CHECK(Password(member) == "inline-secret");
+}
+
+TEST_CASE("config: ResolvePassword errors name the source but not the secret", "[config]") {
+  sbd::MemberSpec member;
+  member.inline_password = "inline-secret";
+  member.password_file = kDir + "no-such.pass";
+  const std::string missing = PasswordError(member);
+  CHECK(missing == "cannot read password_file " + kDir + "no-such.pass: No such file or directory");
+  member.password_file = kDir;
+  const std::string directory = PasswordError(member);
+  CHECK(directory == "cannot read password_file " + kDir + ": Is a directory");
+
+  member.password_file.reset();
+  member.password_env = "SBD_CONFIG_TEST_UNSET";
+  unsetenv("SBD_CONFIG_TEST_UNSET");
+  const std::string unset = PasswordError(member);
+  for (const std::string& error : {missing, directory, unset}) {
+    CHECK(error.find("secret") == std::string::npos);
+  }
+}

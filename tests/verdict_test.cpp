@@ -1,0 +1,253 @@
+#include "detector/verdict.h"
+
+#include <catch2/catch.hpp>
+#include <set>
+
+namespace sbd {
+namespace {
+
+using std::chrono::milliseconds;
+
+const std::string kLineage = "7000000000000000001";
+const std::string kOther = "7000000000000000002";
+const SteadyClock::time_point kT0 = SteadyClock::time_point(std::chrono::hours(1));
+
+ClusterSpec Cluster(std::vector<std::string> members) {
+  ClusterSpec spec;
+  spec.name = "orders";
+  for (auto& name : members) spec.members.push_back(MemberSpec{name, "", "", {}, {}, {}});
+  return spec;
+}
+
+// A reading taken during [start_ms, end_ms] after kT0.
+Observation Read(const std::string& member, bool writable, const std::string& lineage = kLineage,
+                 int start_ms = 0, int end_ms = 10, std::int64_t timeline = 1) {
+  Observation obs;
+  obs.member = member;
+  obs.window =
+      ReadingWindow{WallClock::now(), kT0 + milliseconds(start_ms), kT0 + milliseconds(end_ms)};
+  PostgresReading r;
+  r.in_recovery = !writable;
+  r.read_only = false;
+  r.system_identifier = lineage;
+  r.timeline = timeline;
+  obs.result = r;
+  return obs;
+}
+
+Observation Fail(const std::string& member,
+                 ProbeFailureReason reason = ProbeFailureReason::kTimeout) {
+  Observation obs;
+  obs.member = member;
+  obs.window = ReadingWindow{WallClock::now(), kT0, kT0 + milliseconds(1000)};
+  obs.result = ProbeFailure{reason, "test"};
+  return obs;
+}
+
+// Feeds rounds into a history, as the scheduler does, and assesses the last one.
+Assessment AssessRounds(const ClusterSpec& spec,
+                        const std::vector<std::vector<Observation>>& rounds, bool confirmed) {
+  ClusterHistory history;
+  for (const auto& round : rounds) {
+    for (const auto& obs : round)
+      RecordObservation(history.members[obs.member], obs, WallClock::now());
+    history.lineage = ChooseLineage(spec, history);
+  }
+  return Assess(spec, rounds.back(), history, confirmed);
+}
+
+}  // namespace
+
+TEST_CASE("verdict: every verdict from a table of rounds", "[verdict]") {
+  const ClusterSpec three = Cluster({"a", "b", "c"});
+  struct Row {
+    const char* name;
+    std::vector<std::vector<Observation>> rounds;
+    bool confirmed;
+    Verdict expected;
+    std::vector<std::string> writable, drift, suspects;
+    std::string lineage = kLineage;
+  };
+  const std::vector<Row> rows = {
+      {"one writable, two replicas",
+       {{Read("a", true), Read("b", false), Read("c", false)}},
+       false,
+       Verdict::kHealthy,
+       {"a"},
+       {},
+       {}},
+      {"every member read, none writable",
+       {{Read("a", false), Read("b", false), Read("c", false)}},
+       false,
+       Verdict::kNoPrimary,
+       {},
+       {},
+       {}},
+      {"two writable in one lineage, confirmed",
+       {{Read("a", true), Read("b", true), Read("c", false)}},
+       true,
+       Verdict::kSplitBrain,
+       {"a", "b"},
+       {},
+       {}},
+      {"two writable whose readings did not overlap",
+       {{Read("a", true), Read("b", true), Read("c", false)}},
+       false,
+       Verdict::kSuspected,
+       {"a", "b"},
+       {},
+       {}},
+      {"the old primary became unreadable while another is writable",
+       {{Read("a", true), Read("b", false), Read("c", false)},
+        {Fail("a"), Read("b", true), Read("c", false)}},
+       false,
+       Verdict::kSuspected,
+       {"b"},
+       {},
+       {"a"}},
+      {"a writable member of another lineage is drift, not split brain",
+       {{Read("a", true), Read("b", false), Read("c", true, kOther)}},
+       false,
+       Verdict::kDrift,
+       {"a"},
+       {"c"},
+       {}},
+      {"a replica cannot be read: not healthy",
+       {{Read("a", true), Read("b", false), Fail("c")}},
+       false,
+       Verdict::kUnknown,
+       {"a"},
+       {},
+       {}},
+      {"nothing can be read",
+       {{Fail("a"), Fail("b", ProbeFailureReason::kRefused), Fail("c")}},
+       false,
+       Verdict::kUnknown,
+       {},
+       {},
+       {},
+       ""},
+      {"the only primary became unreadable: unknown, with it as suspect",
+       {{Read("a", true), Read("b", false), Read("c", false)},
+        {Fail("a"), Read("b", false), Read("c", false)}},
+       false,
+       Verdict::kUnknown,
+       {},
+       {},
+       {"a"}},
+      {"split brain outranks drift",
+       {{Read("a", true), Read("b", true), Read("c", true, kOther)}},
+       true,
+       Verdict::kSplitBrain,
+       {"a", "b"},
+       {"c"},
+       {}},
+      {"a demoted old primary that is unreadable is no suspect",
+       {{Read("a", false), Read("b", true), Read("c", false)},
+        {Fail("a"), Read("b", true), Read("c", false)}},
+       false,
+       Verdict::kUnknown,
+       {"b"},
+       {},
+       {}},
+  };
+  for (const auto& row : rows) {
+    SECTION(row.name) {
+      Assessment a = AssessRounds(three, row.rounds, row.confirmed);
+      CHECK(VerdictName(a.verdict) == std::string(VerdictName(row.expected)));
+      CHECK(a.writable == row.writable);
+      CHECK(a.drift == row.drift);
+      CHECK(a.suspects == row.suspects);
+      CHECK_FALSE(a.summary.empty());
+      CHECK(a.lineage == row.lineage);
+    }
+  }
+}
+
+TEST_CASE("verdict: a failed probe is never counted as writable or not writable", "[verdict]") {
+  Observation failed = Fail("a");
+  CHECK_FALSE(failed.ok());
+  CHECK_FALSE(failed.seen_writable());
+  CHECK(failed.reading() == nullptr);
+  MemberHistory history;
+  RecordObservation(history, Read("a", true), WallClock::now());
+  RecordObservation(history, failed, WallClock::now());
+  // The last known state survives the failure; the failure itself adds no reading.
+  CHECK(history.last_known_writable());
+  CHECK(history.consecutive_failures == 1);
+  CHECK_FALSE(history.last->ok());
+}
+
+TEST_CASE("verdict: read-only primaries are not writable", "[verdict]") {
+  PostgresReading r;
+  r.in_recovery = false;
+  r.read_only = true;
+  CHECK_FALSE(r.writable());
+  r.read_only = false;
+  CHECK(r.writable());
+  r.in_recovery = true;
+  CHECK_FALSE(r.writable());
+}
+
+TEST_CASE("verdict: confirmation needs two writable readings that overlap in time", "[verdict]") {
+  SECTION("overlapping writable readings confirm") {
+    auto confirmed = ConfirmedWritable(
+        {Read("a", true, kLineage, 0, 10), Read("b", true, kLineage, 5, 15)}, kLineage);
+    CHECK(confirmed == std::vector<std::string>{"a", "b"});
+  }
+  SECTION("a switchover: the old primary is a replica in the re-probe") {
+    CHECK(ConfirmedWritable({Read("a", false, kLineage, 0, 10), Read("b", true, kLineage, 0, 10)},
+                            kLineage)
+              .empty());
+  }
+  SECTION("writable readings that do not overlap do not confirm") {
+    CHECK(ConfirmedWritable({Read("a", true, kLineage, 0, 10), Read("b", true, kLineage, 11, 20)},
+                            kLineage)
+              .empty());
+  }
+  SECTION("touching windows share an instant") {
+    CHECK(ConfirmedWritable({Read("a", true, kLineage, 0, 10), Read("b", true, kLineage, 10, 20)},
+                            kLineage)
+              .size() == 2);
+  }
+  SECTION("a member of another lineage does not confirm") {
+    CHECK(ConfirmedWritable({Read("a", true, kLineage, 0, 10), Read("b", true, kOther, 0, 10)},
+                            kLineage)
+              .empty());
+  }
+  SECTION("a failed re-probe does not confirm") {
+    CHECK(ConfirmedWritable({Read("a", true, kLineage, 0, 10), Fail("b")}, kLineage).empty());
+  }
+  SECTION("a third writable member joins when it overlaps both") {
+    auto confirmed =
+        ConfirmedWritable({Read("a", true, kLineage, 0, 10), Read("b", true, kLineage, 2, 12),
+                           Read("c", true, kLineage, 5, 8)},
+                          kLineage);
+    CHECK(confirmed == std::vector<std::string>{"a", "b", "c"});
+  }
+}
+
+TEST_CASE("verdict: the lineage follows the majority, else the configured identifier",
+          "[verdict]") {
+  ClusterSpec spec = Cluster({"a", "b", "c"});
+  ClusterHistory history;
+  RecordObservation(history.members["a"], Read("a", true, kOther), WallClock::now());
+  RecordObservation(history.members["b"], Read("b", false), WallClock::now());
+  RecordObservation(history.members["c"], Read("c", false), WallClock::now());
+  CHECK(ChooseLineage(spec, history) == kLineage);
+  spec.system_identifier = kOther;
+  CHECK(ChooseLineage(spec, history) == kOther);
+  Assessment a =
+      Assess(spec, {Read("a", true, kOther), Read("b", false), Read("c", false)}, history, false);
+  CHECK(a.verdict == Verdict::kHealthy);
+}
+
+TEST_CASE("verdict: exit codes are distinct and healthy is zero", "[verdict]") {
+  std::set<int> codes;
+  for (Verdict v : AllVerdicts()) codes.insert(VerdictExitCode(v));
+  CHECK(codes.size() == AllVerdicts().size());
+  CHECK(VerdictExitCode(Verdict::kHealthy) == 0);
+  CHECK(VerdictExitCode(Verdict::kSplitBrain) == 7);
+}
+
+}  // namespace sbd
