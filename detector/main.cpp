@@ -49,6 +49,7 @@ struct Flags {
   std::string log_level = "info";
   std::string log_format = "logfmt";
   bool check_config = false;
+  bool log_level_given = false;
 };
 
 // Escapes the message for the JSON log format; spdlog leaves %v raw.
@@ -94,6 +95,7 @@ bool ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
       *error = "unknown flag " + name;
       return false;
     }
+    if (name == "--log.level") flags->log_level_given = true;
     if (eq != std::string::npos) {
       *it->second = arg.substr(eq + 1);
     } else if (i + 1 < argc) {
@@ -117,7 +119,7 @@ bool ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
 
 void SetUpLogging(const Flags& flags) {
   auto logger = spdlog::stderr_color_mt("splitbrain");
-  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
   if (flags.log_format == "json") {
     formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
         "{\"ts\":\"%Y-%m-%dT%H:%M:%S.%eZ\",\"level\":\"%l\",\"msg\":%*}");
@@ -251,6 +253,8 @@ int main(int argc, char** argv) {
     std::cout << "splitbrain-detector " << SBD_VERSION << " (revision " << SBD_REVISION << ")\n";
     return 0;
   }
+  // The check command's table is its output; verdict changes in the log would repeat it.
+  if (flags.command == "check" && !flags.log_level_given) flags.log_level = "error";
   SetUpLogging(flags);
   auto config = Load(flags.config_file);
   if (!config) return kExitConfig;

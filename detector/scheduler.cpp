@@ -178,7 +178,8 @@ void Scheduler::ClusterLoop(ClusterRuntime& cluster) {
 }
 
 std::vector<Observation> Scheduler::ProbeMembers(ClusterRuntime& cluster,
-                                                 const std::vector<size_t>& member_indexes) {
+                                                 const std::vector<size_t>& member_indexes,
+                                                 bool gated) {
   const ClusterSpec& spec = cluster.state.spec;
   const auto deadline = SteadyClock::now() + spec.probe_timeout;
   struct Pending {
@@ -188,6 +189,8 @@ std::vector<Observation> Scheduler::ProbeMembers(ClusterRuntime& cluster,
   };
   std::vector<Pending> pending;
   std::vector<Observation> out(member_indexes.size());
+  auto gate =
+      gated ? std::make_shared<StartGate>(static_cast<int>(member_indexes.size())) : nullptr;
   for (size_t i = 0; i < member_indexes.size(); ++i) {
     const size_t index = member_indexes[i];
     MemberSlot& slot = *cluster.members[index];
@@ -196,12 +199,13 @@ std::vector<Observation> Scheduler::ProbeMembers(ClusterRuntime& cluster,
       // The previous probe is still blocked (e.g. in libpq's connect_timeout): that is
       // this member's answer again, and the round does not wait for it.
       out[i] = TimedOut(spec.members[index].name, started, "previous probe still running");
+      if (gate) gate->Arrive();
       continue;
     }
     auto promise = std::make_shared<std::promise<Observation>>();
     pending.push_back(Pending{i, started, promise->get_future()});
-    executor_->Submit([&slot, promise, deadline] {
-      Observation obs = slot.probe->Probe(deadline);
+    executor_->Submit([&slot, promise, deadline, gate] {
+      Observation obs = slot.probe->Probe(deadline, gate.get());
       slot.busy.store(false);
       promise->set_value(std::move(obs));
     });
@@ -223,7 +227,7 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
   const auto round_start = SteadyClock::now();
   std::vector<size_t> everyone(spec.members.size());
   for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
-  std::vector<Observation> round = ProbeMembers(cluster, everyone);
+  std::vector<Observation> round = ProbeMembers(cluster, everyone, false);
 
   // Judge the candidate against the lineage the history would give after this round.
   ClusterHistory preview;
@@ -246,7 +250,7 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
         again.push_back(i);
       }
     }
-    std::vector<Observation> reprobe = ProbeMembers(cluster, again);
+    std::vector<Observation> reprobe = ProbeMembers(cluster, again, true);
     confirmed = !ConfirmedWritable(reprobe, lineage).empty();
     // The re-probe is the fresher reading: it replaces the first one.
     for (size_t i = 0; i < again.size(); ++i) round[again[i]] = std::move(reprobe[i]);

@@ -105,8 +105,9 @@ class Scheduler {
 
   void ClusterLoop(ClusterRuntime& cluster);
   void RunRound(ClusterRuntime& cluster);
+  /// Probes the given members concurrently; with `gated`, their readings are sent together.
   std::vector<Observation> ProbeMembers(ClusterRuntime& cluster,
-                                        const std::vector<size_t>& member_indexes);
+                                        const std::vector<size_t>& member_indexes, bool gated);
 
   std::vector<std::unique_ptr<ClusterRuntime>> clusters_;
   mutable std::mutex mu_;  // guards every ClusterRuntime::state

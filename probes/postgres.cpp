@@ -113,7 +113,14 @@ std::variant<std::string, ProbeFailure> PostgresProbe::ConnectionString(
   return conninfo;
 }
 
-Observation PostgresProbe::Probe(SteadyClock::time_point deadline) {
+Observation PostgresProbe::Probe(SteadyClock::time_point deadline, StartGate* gate) {
+  // Arrive at the gate on every failure path, so the other probes do not wait for us.
+  struct Arrival {
+    StartGate* gate;
+    ~Arrival() {
+      if (gate != nullptr) gate->Arrive();
+    }
+  } arrival{gate};
   Observation obs;
   obs.member = member_.name;
   obs.window.sent_wall = WallClock::now();
@@ -142,6 +149,10 @@ Observation PostgresProbe::Probe(SteadyClock::time_point deadline) {
     }
   }
 
+  if (gate != nullptr) {
+    arrival.gate = nullptr;
+    gate->ArriveAndWait(deadline);
+  }
   // The reading's window starts when the query is sent, not when we began connecting.
   obs.window.sent_wall = WallClock::now();
   obs.window.sent = SteadyClock::now();

@@ -21,7 +21,7 @@ class PostgresProbe : public MemberProbe {
   PostgresProbe(const PostgresProbe&) = delete;
   PostgresProbe& operator=(const PostgresProbe&) = delete;
 
-  Observation Probe(SteadyClock::time_point deadline) override;
+  Observation Probe(SteadyClock::time_point deadline, StartGate* gate) override;
 
   /// The SQL of one reading: one round trip, read-only, visible for review.
   static const char* ReadingQuery();

@@ -28,4 +28,18 @@ const char* ReasonName(ProbeFailureReason reason) {
   return "internal";
 }
 
+void StartGate::ArriveAndWait(SteadyClock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (--waiting_for_ <= 0) {
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait_until(lock, deadline, [this] { return waiting_for_ <= 0; });
+}
+
+void StartGate::Arrive() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--waiting_for_ <= 0) cv_.notify_all();
+}
+
 }  // namespace sbd

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <variant>
@@ -74,14 +76,33 @@ struct Observation {
   bool seen_writable() const { return ok() && reading()->writable(); }
 };
 
+/// Lets concurrent probes send their readings together, so that a confirmation re-probe
+/// compares readings taken at the same instant even when one member had to reconnect first.
+/// Each party arrives exactly once (connected or failed). Thread-safe.
+class StartGate {
+ public:
+  explicit StartGate(int parties) : waiting_for_(parties) {}
+  /// Marks this party ready, then waits until every party is ready or `deadline` passes.
+  void ArriveAndWait(SteadyClock::time_point deadline);
+  /// Marks this party ready (or gone) without waiting.
+  void Arrive();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_for_;
+};
+
 /// A probe of one member. Implementations return data and never count holders; they
 /// never throw past Probe(). Not thread-safe: the scheduler runs at most one Probe() per
 /// instance at a time.
 class MemberProbe {
  public:
   virtual ~MemberProbe() = default;
-  /// Reads the member once, giving up at `deadline` (a timeout failure).
-  virtual Observation Probe(SteadyClock::time_point deadline) = 0;
+  /// Reads the member once, giving up at `deadline` (a timeout failure). With a `gate`, the
+  /// reading is sent only once every other probe sharing the gate is ready to send too;
+  /// the probe arrives at the gate exactly once on every path.
+  virtual Observation Probe(SteadyClock::time_point deadline, StartGate* gate) = 0;
 };
 
 }  // namespace sbd
