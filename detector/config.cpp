@@ -25,6 +25,13 @@ constexpr Millis kMinProbeInterval{100};
 constexpr Millis kMinProbeTimeout{1};
 constexpr Millis kMaxDefaultProbeTimeout{2000};
 constexpr const char* kDurationHint = "expected a duration like 500ms, 30s or 1m";
+constexpr Millis kMinResendInterval{1000};
+constexpr Millis kMinAlertTimeout{1};
+constexpr const char* kPatroniOnly = "only valid for kind: patroni";
+constexpr const char* kNameHint = "expected a name of letters, digits, '_', '.' and '-'";
+constexpr const char* kUrlHint = "expected an http:// or https:// URL";
+// Labels the detector puts on every alert itself; external_labels may not override them.
+constexpr const char* kReservedLabels[] = {"alertname", "severity", "cluster", "scope"};
 
 struct Unit {
   const char* suffix;
@@ -87,6 +94,8 @@ struct ParsedDsn {
   std::string dsn;
   std::string address;
   std::optional<std::string> password;
+  /// Every keyword given a non-empty value, password included.
+  std::set<std::string> keywords;
 };
 
 const std::set<std::string>& LibpqKeywords() {
@@ -195,6 +204,7 @@ std::variant<ParsedDsn, std::string> ParseDsn(const std::string& text) {
   for (const PQconninfoOption* o = options.get(); o->keyword; ++o) {
     if (!o->val || !*o->val) continue;
     const std::string keyword = o->keyword;
+    parsed.keywords.insert(keyword);
     if (keyword == "password") {
       parsed.password = o->val;
       continue;
@@ -227,6 +237,42 @@ bool IsEnvName(const std::string& s) {
   });
 }
 
+// Prometheus' label name syntax, [a-zA-Z_][a-zA-Z0-9_]*: the same rule as environment names.
+bool IsLabelName(const std::string& s) { return IsEnvName(s); }
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// http(s)://host[:port][/path]: a scheme the HTTP clients speak, a host, and no whitespace.
+bool IsHttpUrl(const std::string& s) {
+  for (const std::string scheme : {"http://", "https://"}) {
+    if (!StartsWith(s, scheme)) continue;
+    const std::string rest = s.substr(scheme.size());
+    return !rest.empty() && rest[0] != '/' && std::none_of(rest.begin(), rest.end(), [](char c) {
+      return std::isspace(static_cast<unsigned char>(c)) ||
+             std::iscntrl(static_cast<unsigned char>(c));
+    });
+  }
+  return false;
+}
+
+// Base URLs and the DCS namespace get paths appended with a '/' of their own.
+std::string TrimTrailingSlashes(std::string s) {
+  while (!s.empty() && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// "a", "a and b", "a, b and c".
+std::string JoinWords(const std::vector<std::string>& words) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) out += i + 1 == words.size() ? " and " : ", ";
+    out += words[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 class ConfigParser {
@@ -255,6 +301,12 @@ class ConfigParser {
   };
   using Fields = std::map<std::string, Entry>;
   using SeenNames = std::map<std::string, int>;
+  // A cluster's kind; nullopt when `kind` was invalid (already reported), in which case the
+  // checks that depend on the kind are skipped rather than piled on.
+  using Kind = std::optional<ClusterKind>;
+
+  // A sequence item as an Entry, so that the value helpers work on it.
+  static Entry Item(const YAML::Node& node) { return {node, node}; }
 
   void AddError(const YAML::Mark& mark, std::string key, std::string message) {
     // yaml-cpp marks are 0-based, and -1 for a node without a position (an empty document).
@@ -271,9 +323,12 @@ class ConfigParser {
     }
     ValidatedConfig config;
     config.clusters_ = std::move(clusters_);
+    config.alerting_ = std::move(alerting_);
     config.source_ = file_;
     return config;
   }
+
+  // ---- Generic readers: each reports its own errors and returns nullopt/false on failure.
 
   std::optional<Fields> ReadMapping(const YAML::Node& node, const std::string& path,
                                     std::initializer_list<std::string> allowed) {
@@ -298,6 +353,16 @@ class ConfigParser {
     return fields;
   }
 
+  // A nested mapping under a key; when the value is null the error goes to the key.
+  std::optional<Fields> ReadMapping(const Entry& entry, const std::string& path,
+                                    std::initializer_list<std::string> allowed) {
+    if (!entry.value.IsMap()) {
+      AddError(entry.Mark(), path, "expected a mapping");
+      return std::nullopt;
+    }
+    return ReadMapping(entry.value, path, allowed);
+  }
+
   const Entry* Required(const Fields& fields, const YAML::Node& parent, const std::string& path,
                         const std::string& key) {
     const auto it = fields.find(key);
@@ -317,14 +382,28 @@ class ConfigParser {
     return std::nullopt;
   }
 
-  std::optional<std::string> Name(const Entry& entry, const std::string& path, SeenNames& seen,
-                                  const char* kind) {
-    const std::optional<std::string> name = String(entry, path);
-    if (!name) return std::nullopt;
-    if (!IsName(*name)) {
-      AddError(entry.Mark(), path, "expected a name of letters, digits, '_', '.' and '-'");
+  // YAML 1.2 core booleans only, so that "yes", "on" or "y" cannot slip through.
+  std::optional<bool> Bool(const Entry& entry, const std::string& path) {
+    const std::string text = entry.value.IsScalar() ? entry.value.Scalar() : "";
+    if (text == "true" || text == "True" || text == "TRUE") return true;
+    if (text == "false" || text == "False" || text == "FALSE") return false;
+    AddError(entry.Mark(), path, "expected true or false");
+    return std::nullopt;
+  }
+
+  std::optional<std::string> ValidName(const Entry& entry, const std::string& path) {
+    std::optional<std::string> name = String(entry, path);
+    if (name && !IsName(*name)) {
+      AddError(entry.Mark(), path, kNameHint);
       return std::nullopt;
     }
+    return name;
+  }
+
+  std::optional<std::string> Name(const Entry& entry, const std::string& path, SeenNames& seen,
+                                  const char* kind) {
+    const std::optional<std::string> name = ValidName(entry, path);
+    if (!name) return std::nullopt;
     const int line = entry.Mark().line + 1;
     const auto [first, inserted] = seen.emplace(*name, line);
     if (!inserted) {
@@ -335,11 +414,26 @@ class ConfigParser {
     return name;
   }
 
-  bool NonEmptySequence(const Entry& entry, const std::string& path, const char* item) {
-    if (!entry.value.IsSequence()) {
-      AddError(entry.Mark(), path, "expected a sequence");
-      return false;
+  // An http:// or https:// URL; with `trim`, stored without trailing '/' so that paths can be
+  // appended to it.
+  std::optional<std::string> HttpUrl(const Entry& entry, const std::string& path, bool trim) {
+    const std::optional<std::string> url = String(entry, path);
+    if (!url) return std::nullopt;
+    if (!IsHttpUrl(*url)) {
+      AddError(entry.Mark(), path, kUrlHint);
+      return std::nullopt;
     }
+    return trim ? TrimTrailingSlashes(*url) : *url;
+  }
+
+  bool Sequence(const Entry& entry, const std::string& path) {
+    if (entry.value.IsSequence()) return true;
+    AddError(entry.Mark(), path, "expected a sequence");
+    return false;
+  }
+
+  bool NonEmptySequence(const Entry& entry, const std::string& path, const char* item) {
+    if (!Sequence(entry, path)) return false;
     if (entry.value.size() == 0) {
       AddError(entry.Mark(), path, std::string("must list at least one ") + item);
       return false;
@@ -368,6 +462,110 @@ class ConfigParser {
     }
     if (!error.empty()) AddError(entry->Mark(), Join(path, key), error);
     return {error.empty(), given, entry->Mark()};
+  }
+
+  // password_file and password_env: a non-empty path and a valid variable name respectively.
+  std::optional<std::string> PasswordSource(const Fields& fields, const std::string& path,
+                                            const std::string& key) {
+    const Entry* entry = Optional(fields, key);
+    if (!entry) return std::nullopt;
+    std::optional<std::string> value = String(*entry, Join(path, key));
+    if (value && (key == "password_env" ? !IsEnvName(*value) : value->empty())) {
+      AddError(
+          entry->Mark(), Join(path, key),
+          key == "password_env" ? "expected an environment variable name" : "expected a file path");
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  // Both password sources of a member or a discovery block; at most one may be set.
+  void PasswordSources(const Fields& fields, const std::string& path,
+                       std::optional<std::string>& file, std::optional<std::string>& env) {
+    file = PasswordSource(fields, path, "password_file");
+    env = PasswordSource(fields, path, "password_env");
+    if (file && env) {
+      AddError(fields.at("password_env").Mark(), Join(path, "password_env"),
+               "only one of password_file and password_env may be set");
+    }
+  }
+
+  // A libpq connection string, checked by libpq's own parser.
+  std::optional<ParsedDsn> Dsn(const Entry& entry, const std::string& path) {
+    const std::optional<std::string> text = String(entry, path);
+    if (!text) return std::nullopt;
+    std::variant<ParsedDsn, std::string> parsed = ParseDsn(*text);
+    if (const std::string* error = std::get_if<std::string>(&parsed)) {
+      AddError(entry.Mark(), path, *error);
+      return std::nullopt;
+    }
+    return std::move(std::get<ParsedDsn>(parsed));
+  }
+
+  // ---- Top level.
+
+  void ParseRoot(const YAML::Node& root) {
+    if (root.IsNull()) {
+      AddError(root.Mark(), "clusters", "required");
+      return;
+    }
+    const std::optional<Fields> fields = ReadMapping(root, "", {"clusters", "alerting"});
+    if (!fields) return;
+    if (const Entry* alerting = Optional(*fields, "alerting")) ParseAlerting(*alerting, "alerting");
+    const Entry* clusters = Required(*fields, root, "", "clusters");
+    if (!clusters || !NonEmptySequence(*clusters, "clusters", "cluster")) return;
+    SeenNames seen;
+    for (size_t i = 0; i < clusters->value.size(); ++i) {
+      clusters_.push_back(ParseCluster(clusters->value[i], Index("clusters", i), seen));
+    }
+  }
+
+  // ---- Clusters.
+
+  ClusterSpec ParseCluster(const YAML::Node& node, const std::string& path, SeenNames& seen) {
+    ClusterSpec cluster;
+    const std::optional<Fields> fields =
+        ReadMapping(node, path,
+                    {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier",
+                     "members", "scope", "namespace", "etcd", "discover", "discovery"});
+    if (!fields) return cluster;
+    if (const Entry* name = Required(*fields, node, path, "name")) {
+      cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
+    }
+    const Kind kind = ParseKind(*fields, path);
+    cluster.kind = kind.value_or(ClusterKind::kPostgres);
+    ParseTimings(*fields, path, cluster);
+    // Patroni's own ttl lives in the DCS; without an explicit one the runtime follows it.
+    cluster.ttl_from_dcs = kind == ClusterKind::kPatroni && !Optional(*fields, "ttl");
+    if (const Entry* id = Optional(*fields, "system_identifier")) {
+      ParseSystemIdentifier(*id, Join(path, "system_identifier"), cluster);
+    }
+    const std::optional<bool> discover = ParsePatroniSettings(*fields, node, path, kind, cluster);
+    ParseMembers(*fields, node, path, kind, discover, cluster);
+    return cluster;
+  }
+
+  // postgres (the default) or patroni.
+  Kind ParseKind(const Fields& fields, const std::string& path) {
+    const Entry* entry = Optional(fields, "kind");
+    if (!entry) return ClusterKind::kPostgres;
+    const std::string text = entry->value.IsScalar() ? entry->value.Scalar() : "";
+    if (text == "postgres") return ClusterKind::kPostgres;
+    if (text == "patroni") return ClusterKind::kPatroni;
+    AddError(entry->Mark(), Join(path, "kind"), "expected postgres or patroni");
+    return std::nullopt;
+  }
+
+  // A key that only a patroni cluster may have: on a postgres cluster it is reported (at the
+  // key) and ignored. With an invalid kind the value is still checked.
+  const Entry* PatroniOnly(const Fields& fields, const std::string& path, const std::string& key,
+                           Kind kind) {
+    const Entry* entry = Optional(fields, key);
+    if (entry && kind == ClusterKind::kPostgres) {
+      AddError(entry->key.Mark(), Join(path, key), kPatroniOnly);
+      return nullptr;
+    }
+    return entry;
   }
 
   void ParseTimings(const Fields& fields, const std::string& path, ClusterSpec& cluster) {
@@ -407,86 +605,130 @@ class ConfigParser {
     cluster.system_identifier = std::to_string(id);
   }
 
-  void ParseRoot(const YAML::Node& root) {
-    if (root.IsNull()) {
-      AddError(root.Mark(), "clusters", "required");
+  // ---- Patroni: scope, namespace, etcd, discover and discovery.
+
+  // Returns whether members are discovered: nullopt when `discover` was invalid (reported).
+  std::optional<bool> ParsePatroniSettings(const Fields& fields, const YAML::Node& node,
+                                           const std::string& path, Kind kind,
+                                           ClusterSpec& cluster) {
+    if (kind != ClusterKind::kPostgres) cluster.scope = cluster.name;
+    if (const Entry* scope = PatroniOnly(fields, path, "scope", kind)) {
+      cluster.scope = ValidName(*scope, Join(path, "scope")).value_or("");
+    }
+    if (const Entry* ns = PatroniOnly(fields, path, "namespace", kind)) {
+      ParseNamespace(*ns, Join(path, "namespace"), cluster);
+    }
+    if (const Entry* etcd = PatroniOnly(fields, path, "etcd", kind)) {
+      ParseEtcd(*etcd, Join(path, "etcd"), cluster);
+    } else if (kind == ClusterKind::kPatroni) {
+      AddError(node.Mark(), Join(path, "etcd"), "required");
+    }
+    std::optional<bool> discover = false;
+    if (const Entry* entry = PatroniOnly(fields, path, "discover", kind)) {
+      discover = Bool(*entry, Join(path, "discover"));
+      cluster.discovery.enabled = discover.value_or(false);
+    }
+    if (const Entry* discovery = PatroniOnly(fields, path, "discovery", kind)) {
+      ParseDiscovery(*discovery, Join(path, "discovery"), cluster.discovery);
+    }
+    return discover;
+  }
+
+  void ParseNamespace(const Entry& entry, const std::string& path, ClusterSpec& cluster) {
+    const std::optional<std::string> text = String(entry, path);
+    if (!text) return;
+    if (!StartsWith(*text, "/")) {
+      AddError(entry.Mark(), path, "expected a path starting with '/'");
       return;
     }
-    const std::optional<Fields> fields = ReadMapping(root, "", {"clusters"});
+    // Patroni itself treats "/service" and "/service/" alike.
+    cluster.dcs_namespace = TrimTrailingSlashes(*text);
+  }
+
+  void ParseEtcd(const Entry& entry, const std::string& path, ClusterSpec& cluster) {
+    const std::optional<Fields> fields = ReadMapping(entry, path, {"endpoints"});
     if (!fields) return;
-    const Entry* clusters = Required(*fields, root, "", "clusters");
-    if (!clusters || !NonEmptySequence(*clusters, "clusters", "cluster")) return;
-    SeenNames seen;
-    for (size_t i = 0; i < clusters->value.size(); ++i) {
-      clusters_.push_back(ParseCluster(clusters->value[i], Index("clusters", i), seen));
+    const Entry* endpoints = Required(*fields, entry.value, path, "endpoints");
+    const std::string endpoints_path = Join(path, "endpoints");
+    if (!endpoints || !NonEmptySequence(*endpoints, endpoints_path, "endpoint")) return;
+    for (size_t i = 0; i < endpoints->value.size(); ++i) {
+      const std::optional<std::string> url =
+          HttpUrl(Item(endpoints->value[i]), Index(endpoints_path, i), true);
+      if (url) cluster.etcd_endpoints.push_back(*url);
     }
   }
 
-  ClusterSpec ParseCluster(const YAML::Node& node, const std::string& path, SeenNames& seen) {
-    ClusterSpec cluster;
-    const std::optional<Fields> fields = ReadMapping(
-        node, path,
-        {"name", "ttl", "probe_interval", "probe_timeout", "system_identifier", "members"});
-    if (!fields) return cluster;
-    if (const Entry* name = Required(*fields, node, path, "name")) {
-      cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
+  // Settings for members found in the DCS: their host and port come from there, so the dsn may
+  // not set them, and the password must come from a file or the environment.
+  void ParseDiscovery(const Entry& entry, const std::string& path, DiscoverySpec& discovery) {
+    const std::optional<Fields> fields =
+        ReadMapping(entry, path, {"dsn", "password_file", "password_env"});
+    if (!fields) return;
+    PasswordSources(*fields, path, discovery.password_file, discovery.password_env);
+    const Entry* dsn = Optional(*fields, "dsn");
+    const std::string dsn_path = Join(path, "dsn");
+    std::optional<ParsedDsn> parsed = dsn ? Dsn(*dsn, dsn_path) : std::nullopt;
+    if (!parsed) return;
+    std::vector<std::string> addressing;
+    for (const char* keyword : {"host", "hostaddr", "port"}) {
+      if (parsed->keywords.count(keyword)) addressing.push_back(keyword);
     }
-    ParseTimings(*fields, path, cluster);
-    if (const Entry* id = Optional(*fields, "system_identifier")) {
-      ParseSystemIdentifier(*id, Join(path, "system_identifier"), cluster);
+    if (!addressing.empty()) {
+      AddError(dsn->Mark(), dsn_path,
+               "must not set " + JoinWords(addressing) +
+                   ": discovered members take host and port from the DCS");
     }
-    const Entry* members = Required(*fields, node, path, "members");
+    if (parsed->password) {
+      AddError(dsn->Mark(), dsn_path,
+               "must not hold a password: use password_file or password_env");
+    }
+    discovery.dsn = std::move(parsed->dsn);
+  }
+
+  // ---- Members.
+
+  void ParseMembers(const Fields& fields, const YAML::Node& node, const std::string& path,
+                    Kind kind, std::optional<bool> discover, ClusterSpec& cluster) {
+    const Entry* members = Optional(fields, "members");
     const std::string members_path = Join(path, "members");
-    if (!members || !NonEmptySequence(*members, members_path, "member")) return cluster;
+    if (!members || (members->value.IsSequence() && members->value.size() == 0)) {
+      // An invalid discover (reported) waives the check rather than guessing.
+      if (kind != ClusterKind::kPostgres && discover.value_or(true)) return;
+      const YAML::Mark mark = members ? members->Mark() : node.Mark();
+      if (kind == ClusterKind::kPatroni) {
+        AddError(mark, members_path, "must list at least one member or set discover: true");
+      } else {
+        AddError(mark, members_path, members ? "must list at least one member" : "required");
+      }
+      return;
+    }
+    if (!Sequence(*members, members_path)) return;
     SeenNames seen_members;
     for (size_t i = 0; i < members->value.size(); ++i) {
       cluster.members.push_back(
-          ParseMember(members->value[i], Index(members_path, i), seen_members));
+          ParseMember(members->value[i], Index(members_path, i), seen_members, kind));
     }
-    return cluster;
   }
 
-  // password_file and password_env: a non-empty path and a valid variable name respectively.
-  std::optional<std::string> PasswordSource(const Fields& fields, const std::string& path,
-                                            const std::string& key) {
-    const Entry* entry = Optional(fields, key);
-    if (!entry) return std::nullopt;
-    std::optional<std::string> value = String(*entry, Join(path, key));
-    if (value && (key == "password_env" ? !IsEnvName(*value) : value->empty())) {
-      AddError(
-          entry->Mark(), Join(path, key),
-          key == "password_env" ? "expected an environment variable name" : "expected a file path");
-      return std::nullopt;
-    }
-    return value;
-  }
-
-  MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen) {
+  MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen,
+                         Kind kind) {
     MemberSpec member;
     const std::optional<Fields> fields =
-        ReadMapping(node, path, {"name", "dsn", "password_file", "password_env"});
+        ReadMapping(node, path, {"name", "dsn", "password_file", "password_env", "patroni_url"});
     if (!fields) return member;
     if (const Entry* name = Required(*fields, node, path, "name")) {
       member.name = Name(*name, Join(path, "name"), seen, "member").value_or("");
     }
-    member.password_file = PasswordSource(*fields, path, "password_file");
-    member.password_env = PasswordSource(*fields, path, "password_env");
-    if (member.password_file && member.password_env) {
-      AddError(fields->at("password_env").Mark(), Join(path, "password_env"),
-               "only one of password_file and password_env may be set");
+    if (const Entry* url = PatroniOnly(*fields, path, "patroni_url", kind)) {
+      member.patroni_url = HttpUrl(*url, Join(path, "patroni_url"), true).value_or("");
     }
+    PasswordSources(*fields, path, member.password_file, member.password_env);
     const Entry* dsn = Required(*fields, node, path, "dsn");
-    const std::optional<std::string> text = dsn ? String(*dsn, Join(path, "dsn")) : std::nullopt;
-    if (!text) return member;
-    std::variant<ParsedDsn, std::string> parsed = ParseDsn(*text);
-    if (const std::string* error = std::get_if<std::string>(&parsed)) {
-      AddError(dsn->Mark(), Join(path, "dsn"), *error);
-      return member;
-    }
-    ParsedDsn& ok = std::get<ParsedDsn>(parsed);
-    member.dsn = std::move(ok.dsn);
-    member.address = std::move(ok.address);
-    member.inline_password = std::move(ok.password);
+    std::optional<ParsedDsn> parsed = dsn ? Dsn(*dsn, Join(path, "dsn")) : std::nullopt;
+    if (!parsed) return member;
+    member.dsn = std::move(parsed->dsn);
+    member.address = std::move(parsed->address);
+    member.inline_password = std::move(parsed->password);
     for (const char* key : {"password_file", "password_env"}) {
       const Entry* source = Optional(*fields, key);
       if (member.inline_password && source) {
@@ -497,9 +739,103 @@ class ConfigParser {
     return member;
   }
 
+  // ---- Alerting.
+
+  void ParseAlerting(const Entry& entry, const std::string& path) {
+    const std::optional<Fields> fields =
+        ReadMapping(entry, path,
+                    {"alertmanagers", "resend_interval", "timeout", "external_url",
+                     "runbook_base_url", "external_labels"});
+    if (!fields) return;
+    if (const Entry* alertmanagers = Optional(*fields, "alertmanagers")) {
+      ParseAlertmanagers(*alertmanagers, Join(path, "alertmanagers"));
+    }
+    const Timing resend = Duration(*fields, path, "resend_interval", kMinResendInterval);
+    if (resend.ok && resend.given) alerting_.resend_interval = *resend.given;
+    const Timing timeout = Duration(*fields, path, "timeout", kMinAlertTimeout);
+    if (timeout.ok && timeout.given) alerting_.timeout = *timeout.given;
+    if (const Entry* url = Optional(*fields, "external_url")) {
+      alerting_.external_url = HttpUrl(*url, Join(path, "external_url"), true).value_or("");
+    }
+    // Kept as written: runbook names are appended to it directly.
+    if (const Entry* url = Optional(*fields, "runbook_base_url")) {
+      alerting_.runbook_base_url =
+          HttpUrl(*url, Join(path, "runbook_base_url"), false).value_or("");
+    }
+    if (const Entry* labels = Optional(*fields, "external_labels")) {
+      ParseExternalLabels(*labels, Join(path, "external_labels"));
+    }
+  }
+
+  void ParseAlertmanagers(const Entry& entry, const std::string& path) {
+    if (!Sequence(entry, path)) return;
+    SeenNames seen_urls;
+    for (size_t i = 0; i < entry.value.size(); ++i) {
+      const YAML::Node& node = entry.value[i];
+      const std::string item_path = Index(path, i);
+      const std::optional<Fields> fields = ReadMapping(node, item_path, {"url"});
+      const Entry* url_entry = fields ? Required(*fields, node, item_path, "url") : nullptr;
+      if (!url_entry) continue;
+      const std::string url_path = Join(item_path, "url");
+      const std::optional<std::string> url = HttpUrl(*url_entry, url_path, true);
+      if (!url) continue;
+      // The URL is not echoed: it may carry basic-auth credentials.
+      const auto [first, inserted] = seen_urls.emplace(*url, url_entry->Mark().line + 1);
+      if (!inserted) {
+        AddError(url_entry->Mark(), url_path,
+                 "duplicate url (first at line " + std::to_string(first->second) + ")");
+        continue;
+      }
+      alerting_.alertmanager_urls.push_back(*url);
+    }
+  }
+
+  void ParseExternalLabels(const Entry& entry, const std::string& path) {
+    if (!entry.value.IsMap()) {
+      AddError(entry.Mark(), path, "expected a mapping");
+      return;
+    }
+    SeenNames seen;
+    for (const auto& kv : entry.value) {
+      const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      const std::string label_path = Join(path, name);
+      const YAML::Mark mark = kv.first.Mark();
+      if (!IsLabelName(name)) {
+        AddError(mark, label_path, "expected a label name matching [a-zA-Z_][a-zA-Z0-9_]*");
+        continue;
+      }
+      if (StartsWith(name, "__")) {
+        AddError(mark, label_path, "reserved: names starting with __ are for internal use");
+        continue;
+      }
+      if (std::find(std::begin(kReservedLabels), std::end(kReservedLabels), name) !=
+          std::end(kReservedLabels)) {
+        AddError(mark, label_path,
+                 "reserved: the detector sets alertname, severity, cluster and scope itself");
+        continue;
+      }
+      const auto [first, inserted] = seen.emplace(name, mark.line + 1);
+      if (!inserted) {
+        AddError(mark, label_path,
+                 "duplicate key (first at line " + std::to_string(first->second) + ")");
+        continue;
+      }
+      const Entry label{kv.first, kv.second};
+      const std::optional<std::string> value = String(label, label_path);
+      if (!value) continue;
+      // Prometheus drops empty labels, so one here would differ between the two alert paths.
+      if (value->empty()) {
+        AddError(label.Mark(), label_path, "expected a non-empty string");
+        continue;
+      }
+      alerting_.external_labels.emplace_back(name, *value);
+    }
+  }
+
   std::string file_;
   std::vector<ConfigError> errors_;
   std::vector<ClusterSpec> clusters_;
+  AlertingSpec alerting_;
 };
 
 std::string ConfigError::ToString() const {

@@ -23,6 +23,23 @@ struct MemberSpec {
   std::optional<std::string> password_env;
   /// Password found inline in the DSN (allowed, never required, never logged or exported).
   std::optional<std::string> inline_password;
+  /// Patroni clusters: the member's REST API base URL ("http://host:8008"); empty otherwise.
+  std::string patroni_url;
+  /// True when the member came from DCS discovery rather than the config file.
+  bool discovered = false;
+};
+
+/// What kind of cluster this is: plain PostgreSQL, or Patroni with its lock in etcd.
+enum class ClusterKind { kPostgres, kPatroni };
+
+/// How to reach members found in the DCS: their conn_url gives host and port, this gives the
+/// rest of the libpq settings and the credentials.
+struct DiscoverySpec {
+  bool enabled = false;
+  /// libpq settings without host/port, e.g. "user=splitbrain dbname=postgres sslmode=prefer".
+  std::string dsn;
+  std::optional<std::string> password_file;
+  std::optional<std::string> password_env;
 };
 
 /// A cluster: members that share one lock and are expected to share one lineage.
@@ -37,6 +54,32 @@ struct ClusterSpec {
   /// majority of members it reads.
   std::string system_identifier;
   std::vector<MemberSpec> members;
+
+  ClusterKind kind = ClusterKind::kPostgres;
+  /// Patroni: the scope (cluster name in the DCS); the namespace prefix, "/service" by default.
+  std::string scope;
+  std::string dcs_namespace = "/service";
+  /// Patroni: etcd v3 JSON gateway endpoints ("http://127.0.0.1:2379"), tried in turn.
+  std::vector<std::string> etcd_endpoints;
+  /// Patroni: true when ttl was not given, so the DCS config's ttl should be used.
+  bool ttl_from_dcs = false;
+  /// Patroni: members found in the DCS members keys are probed too.
+  DiscoverySpec discovery;
+};
+
+/// Where alerts go: every Alertmanager gets every alert (POST /api/v2/alerts).
+struct AlertingSpec {
+  std::vector<std::string> alertmanager_urls;
+  /// Re-send firing alerts this often; endsAt is leased 4 times this far ahead.
+  Millis resend_interval{30000};
+  Millis timeout{2000};
+  /// Base for generatorURL; default "http://<hostname>:<port>" of --web.listen-address.
+  std::string external_url;
+  /// Where runbook_url annotations point; default "<external_url>/runbooks/".
+  std::string runbook_base_url;
+  /// Extra labels on every alert (as Prometheus' external_labels), so the rule path and the
+  /// direct push carry the same label set.
+  std::vector<std::pair<std::string, std::string>> external_labels;
 };
 
 /// A configuration that passed every check. The only config type the runtime accepts:
@@ -45,11 +88,13 @@ class ValidatedConfig {
  public:
   const std::vector<ClusterSpec>& clusters() const { return clusters_; }
   const std::string& source() const { return source_; }
+  const AlertingSpec& alerting() const { return alerting_; }
 
  private:
   friend class ConfigParser;
   ValidatedConfig() = default;
   std::vector<ClusterSpec> clusters_;
+  AlertingSpec alerting_;
   std::string source_;
 };
 

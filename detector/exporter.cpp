@@ -2,13 +2,13 @@
 
 #include <crypt.h>
 #include <httplib.h>
-#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstring>
 
 #include "detector/metrics.h"
+#include "probes/http_json.h"
 
 namespace sbd {
 namespace {
@@ -24,20 +24,6 @@ bool SameBytes(const std::string& a, const std::string& b) {
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
-}
-
-// OpenSSL is already linked for TLS; its block decoder pads, so trim by the '=' count.
-std::string Base64Decode(const std::string& text) {
-  if (text.empty() || text.size() % 4 != 0) return {};
-  std::string out(text.size() / 4 * 3, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()),
-                                static_cast<int>(text.size()));
-  if (n < 0) return {};
-  size_t padding = 0;
-  for (size_t i = text.size(); i > 0 && text[i - 1] == '='; --i) ++padding;
-  out.resize(static_cast<size_t>(n) - padding);
-  return out;
 }
 
 }  // namespace
@@ -116,7 +102,7 @@ bool Exporter::Authorized(const std::string& header) const {
   if (web_.basic_auth_users.empty()) return true;
   const std::string prefix = "Basic ";
   if (header.rfind(prefix, 0) != 0) return false;
-  const std::string decoded = Base64Decode(header.substr(prefix.size()));
+  const std::string decoded = Base64Decode(header.substr(prefix.size())).value_or("");
   const auto colon = decoded.find(':');
   if (colon == std::string::npos) return false;
   const std::string user = decoded.substr(0, colon);

@@ -2,6 +2,7 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace sbd {
@@ -105,6 +106,38 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
   Family probes("splitbrain_probes_total", "Probes of the member.", MetricType::Counter);
   Family failures("splitbrain_probe_failures_total", "Failed probes of the member, by reason.",
                   MetricType::Counter);
+  Family cluster_info("splitbrain_cluster_info", "The cluster's kind and Patroni scope.",
+                      MetricType::Gauge);
+  Family lock_up("splitbrain_lock_store_up",
+                 "Whether the lock store answered in the last round (Patroni clusters).",
+                 MetricType::Gauge);
+  Family lock_failures("splitbrain_lock_store_failures_total", "Failed reads of the lock store.",
+                       MetricType::Counter);
+  Family lock_success("splitbrain_lock_store_last_success_timestamp_seconds",
+                      "When the lock store last answered.", MetricType::Gauge);
+  Family lock_holder("splitbrain_lock_holder_info",
+                     "The member named by the leader key at the last successful read.",
+                     MetricType::Gauge);
+  Family lease_left("splitbrain_lock_lease_remaining_seconds",
+                    "Seconds left on the leader key's lease at the last successful read.",
+                    MetricType::Gauge);
+  Family lock_revision("splitbrain_lock_mod_revision",
+                       "mod_revision of the leader key at the last successful read.",
+                       MetricType::Gauge);
+  Family holds_lock("splitbrain_member_holds_lock",
+                    "Whether the leader key names this member (absent while unreadable).",
+                    MetricType::Gauge);
+  Family zombie("splitbrain_member_zombie",
+                "1 when the member is writable but does not hold the lock.", MetricType::Gauge);
+  Family patroni_up("splitbrain_member_patroni_up",
+                    "Whether the member's Patroni REST API answered in the last round.",
+                    MetricType::Gauge);
+  Family patroni_failures("splitbrain_patroni_failures_total",
+                          "Failed reads of the member's Patroni REST API, by reason.",
+                          MetricType::Counter);
+  Family dcs_last_seen("splitbrain_member_dcs_last_seen_timestamp_seconds",
+                       "The member's own dcs_last_seen, as its Patroni last reported it.",
+                       MetricType::Gauge);
 
   for (const auto& c : clusters) {
     const std::string& name = c.spec.name;
@@ -113,6 +146,21 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
     members_total.Add({{"cluster", name}}, static_cast<double>(c.spec.members.size()));
     rounds.Add({{"cluster", name}}, static_cast<double>(c.rounds));
     overruns.Add({{"cluster", name}}, static_cast<double>(c.overruns));
+    const bool patroni = c.spec.kind == ClusterKind::kPatroni;
+    cluster_info.Add(
+        {{"cluster", name}, {"kind", patroni ? "patroni" : "postgres"}, {"scope", c.spec.scope}},
+        1);
+    if (patroni) {
+      lock_failures.Add({{"cluster", name}}, static_cast<double>(c.dcs_failures));
+      if (c.last_dcs) lock_up.Add({{"cluster", name}}, c.dcs_consecutive_failures == 0 ? 1 : 0);
+      if (c.last_good_dcs) {
+        lock_success.Add({{"cluster", name}}, Seconds(c.last_dcs_success));
+        lock_holder.Add({{"cluster", name}, {"holder", c.last_good_dcs->holder}}, 1);
+        lease_left.Add({{"cluster", name}},
+                       static_cast<double>(c.last_good_dcs->lease_ttl_remaining));
+        lock_revision.Add({{"cluster", name}}, static_cast<double>(c.last_good_dcs->mod_revision));
+      }
+    }
     confirmations.Add({{"cluster", name}, {"result", "confirmed"}},
                       static_cast<double>(c.confirmations_accepted));
     confirmations.Add({{"cluster", name}, {"result", "rejected"}},
@@ -139,6 +187,11 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
           with_reason.push_back({"reason", reason});
           failures.Add(with_reason, static_cast<double>(count));
         }
+        for (const auto& [reason, count] : counters->second.rest_failures_by_reason) {
+          auto with_reason = labels;
+          with_reason.push_back({"reason", reason});
+          patroni_failures.Add(with_reason, static_cast<double>(count));
+        }
         if (counters->second.probes > 0)
           duration.Add(labels, counters->second.last_duration_seconds);
       }
@@ -146,6 +199,19 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
       if (h == c.history.members.end() || !h->second.last) continue;
       const MemberHistory& history = h->second;
       up.Add(labels, history.last->ok() ? 1 : 0);
+      if (history.last->patroni) {
+        patroni_up.Add(labels, std::holds_alternative<PatroniReading>(*history.last->patroni));
+      }
+      if (history.last_patroni && history.last_patroni->dcs_last_seen) {
+        dcs_last_seen.Add(labels, *history.last_patroni->dcs_last_seen);
+      }
+      if (patroni && c.has_round && c.assessment.lock_readable) {
+        holds_lock.Add(labels, c.assessment.lock_holder == member.name ? 1 : 0);
+      }
+      if (patroni && c.has_round) {
+        const auto& z = c.assessment.zombies;
+        zombie.Add(labels, std::find(z.begin(), z.end(), member.name) != z.end() ? 1 : 0);
+      }
       if (history.last_seen_writable)
         last_writable.Add(labels, Seconds(*history.last_seen_writable));
       if (history.last_ok) last_ok.Add(labels, Seconds(*history.last_ok));

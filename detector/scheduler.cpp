@@ -4,6 +4,9 @@
 
 #include <future>
 
+#include "probes/etcd.h"
+#include "probes/http_json.h"
+#include "probes/patroni.h"
 #include "probes/postgres.h"
 
 namespace sbd {
@@ -66,34 +69,51 @@ void ProbeExecutor::Work() {
   }
 }
 
-/// One member's probe and whether a probe of it is still running.
+/// One member's probes and whether a call of each is still running.
 struct Scheduler::MemberSlot {
   std::unique_ptr<MemberProbe> probe;
   std::atomic<bool> busy{false};
+  std::unique_ptr<PatroniRestProbe> rest;  // Patroni members only
+  std::atomic<bool> rest_busy{false};
 };
 
+/// A cluster's probes and state. Only its own thread changes `members` and `state.spec`
+/// (under Scheduler::mu_), so that thread may read them without the lock.
 struct Scheduler::ClusterRuntime {
   std::vector<std::unique_ptr<MemberSlot>> members;
+  std::unique_ptr<EtcdScopeProbe> dcs_probe;  // Patroni clusters only
+  std::atomic<bool> dcs_busy{false};
   ClusterSnapshot state;  // guarded by Scheduler::mu_
 };
 
-Scheduler::Scheduler(const ValidatedConfig& config, ProbeFactory factory) {
-  size_t total_members = 0;
+Scheduler::Scheduler(const ValidatedConfig& config, ProbeFactory factory)
+    : factory_(std::move(factory)) {
+  size_t total_calls = 0;
   for (const auto& spec : config.clusters()) {
     auto cluster = std::make_unique<ClusterRuntime>();
     cluster->state.spec = spec;
     for (const auto& member : spec.members) {
       auto slot = std::make_unique<MemberSlot>();
-      slot->probe = factory(spec, member);
+      slot->probe = factory_(spec, member);
+      if (!member.patroni_url.empty()) {
+        slot->rest = std::make_unique<PatroniRestProbe>(member.patroni_url);
+      }
       cluster->members.push_back(std::move(slot));
       cluster->state.counters[member.name] = MemberCounters{};
     }
-    total_members += spec.members.size();
+    if (spec.kind == ClusterKind::kPatroni) {
+      cluster->dcs_probe =
+          std::make_unique<EtcdScopeProbe>(spec.etcd_endpoints, spec.dcs_namespace, spec.scope);
+      // Patroni members are two calls each (PostgreSQL, REST), and discovery adds members.
+      total_calls += 1 + 2 * std::max<size_t>(spec.members.size(), 5);
+    } else {
+      total_calls += spec.members.size();
+    }
     clusters_.push_back(std::move(cluster));
   }
-  // A member holds a thread at most until its deadline (or libpq's connect_timeout), and a
-  // busy member is never probed twice, so one thread per member can never starve anyone.
-  executor_ = std::make_unique<ProbeExecutor>(std::max<size_t>(2, total_members));
+  // A call holds a thread at most until its deadline (or libpq's connect_timeout), and a busy
+  // probe is never called twice, so one thread per concurrent call can never starve anyone.
+  executor_ = std::make_unique<ProbeExecutor>(std::max<size_t>(2, total_calls));
 }
 
 Scheduler::~Scheduler() { Stop(); }
@@ -177,46 +197,74 @@ void Scheduler::ClusterLoop(ClusterRuntime& cluster) {
   }
 }
 
-std::vector<Observation> Scheduler::ProbeMembers(ClusterRuntime& cluster,
-                                                 const std::vector<size_t>& member_indexes,
-                                                 bool gated) {
+template <typename T>
+std::optional<std::future<T>> Scheduler::Launch(std::atomic<bool>& busy, std::function<T()> call) {
+  if (busy.exchange(true)) return std::nullopt;
+  auto promise = std::make_shared<std::promise<T>>();
+  auto future = promise->get_future();
+  executor_->Submit([&busy, promise, call = std::move(call)] {
+    T value = call();
+    busy.store(false);
+    promise->set_value(std::move(value));
+  });
+  return future;
+}
+
+Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
+                                               const std::vector<size_t>& member_indexes,
+                                               bool confirmation) {
   const ClusterSpec& spec = cluster.state.spec;
   const auto deadline = SteadyClock::now() + spec.probe_timeout;
-  struct Pending {
-    size_t index;
-    ReadingWindow started;
-    std::future<Observation> result;
+  const ReadingWindow started{WallClock::now(), SteadyClock::now(), SteadyClock::now()};
+  // The previous call of a probe may still be blocked (e.g. in libpq's connect_timeout):
+  // that is its answer again, and the round does not wait for it.
+  auto collect = [&](auto& future, auto on_missing) {
+    using T = std::decay_t<decltype(future->get())>;
+    if (!future) return on_missing("previous probe still running");
+    if (future->wait_until(deadline + kCollectGrace) != std::future_status::ready) {
+      return on_missing("no answer before the deadline");
+    }
+    return T(future->get());
   };
-  std::vector<Pending> pending;
-  std::vector<Observation> out(member_indexes.size());
+
+  // Everything starts before anything is awaited: lock store, PostgreSQL and REST together.
+  std::optional<std::future<DcsResult>> dcs;
+  if (cluster.dcs_probe && !confirmation) {
+    dcs = Launch<DcsResult>(cluster.dcs_busy,
+                            [&cluster, deadline] { return cluster.dcs_probe->Read(deadline); });
+  }
   auto gate =
-      gated ? std::make_shared<StartGate>(static_cast<int>(member_indexes.size())) : nullptr;
+      confirmation ? std::make_shared<StartGate>(static_cast<int>(member_indexes.size())) : nullptr;
+  std::vector<std::optional<std::future<Observation>>> databases;
+  std::vector<std::optional<std::future<PatroniResult>>> claims(member_indexes.size());
+  for (size_t i = 0; i < member_indexes.size(); ++i) {
+    MemberSlot& slot = *cluster.members[member_indexes[i]];
+    databases.push_back(Launch<Observation>(
+        slot.busy, [&slot, deadline, gate] { return slot.probe->Probe(deadline, gate.get()); }));
+    if (!databases.back() && gate) gate->Arrive();
+    if (slot.rest && !confirmation) {
+      claims[i] = Launch<PatroniResult>(slot.rest_busy,
+                                        [&slot, deadline] { return slot.rest->Read(deadline); });
+    }
+  }
+
+  RoundReadings out;
   for (size_t i = 0; i < member_indexes.size(); ++i) {
     const size_t index = member_indexes[i];
-    MemberSlot& slot = *cluster.members[index];
-    ReadingWindow started{WallClock::now(), SteadyClock::now(), SteadyClock::now()};
-    if (slot.busy.exchange(true)) {
-      // The previous probe is still blocked (e.g. in libpq's connect_timeout): that is
-      // this member's answer again, and the round does not wait for it.
-      out[i] = TimedOut(spec.members[index].name, started, "previous probe still running");
-      if (gate) gate->Arrive();
-      continue;
+    const std::string& name = spec.members[index].name;
+    Observation obs =
+        collect(databases[i], [&](const char* why) { return TimedOut(name, started, why); });
+    if (cluster.members[index]->rest && !confirmation) {
+      obs.patroni = collect(claims[i], [](const char* why) {
+        return PatroniResult(ProbeFailure{ProbeFailureReason::kTimeout, why});
+      });
     }
-    auto promise = std::make_shared<std::promise<Observation>>();
-    pending.push_back(Pending{i, started, promise->get_future()});
-    executor_->Submit([&slot, promise, deadline, gate] {
-      Observation obs = slot.probe->Probe(deadline, gate.get());
-      slot.busy.store(false);
-      promise->set_value(std::move(obs));
-    });
+    out.members.push_back(std::move(obs));
   }
-  for (auto& p : pending) {
-    const std::string& name = spec.members[member_indexes[p.index]].name;
-    if (p.result.wait_until(deadline + kCollectGrace) == std::future_status::ready) {
-      out[p.index] = p.result.get();
-    } else {
-      out[p.index] = TimedOut(name, p.started, "no answer before the deadline");
-    }
+  if (cluster.dcs_probe && !confirmation) {
+    out.dcs = collect(dcs, [](const char* why) {
+      return DcsResult(ProbeFailure{ProbeFailureReason::kTimeout, why});
+    });
   }
   return out;
 }
@@ -227,7 +275,9 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
   const auto round_start = SteadyClock::now();
   std::vector<size_t> everyone(spec.members.size());
   for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
-  std::vector<Observation> round = ProbeMembers(cluster, everyone, false);
+  RoundReadings readings = ProbeRound(cluster, everyone, false);
+  std::vector<Observation>& round = readings.members;
+  const DcsResult* dcs = readings.dcs ? &*readings.dcs : nullptr;
 
   // Judge the candidate against the lineage the history would give after this round.
   ClusterHistory preview;
@@ -235,27 +285,36 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
     std::lock_guard<std::mutex> lock(mu_);
     preview = cluster.state.history;
   }
-  for (const auto& obs : round)
+  for (const auto& obs : round) {
     RecordObservation(preview.members[obs.member], obs, round_start_wall);
-  const std::string lineage = ChooseLineage(spec, preview);
+  }
+  const std::string lineage = ChooseLineage(spec, preview, dcs);
 
   bool candidate = false;
   bool confirmed = false;
-  std::vector<std::string> writable = WritableInLineage(round, lineage);
-  if (writable.size() >= 2) {
-    candidate = true;
-    std::vector<size_t> again;
-    for (size_t i = 0; i < spec.members.size(); ++i) {
-      if (std::find(writable.begin(), writable.end(), spec.members[i].name) != writable.end()) {
-        again.push_back(i);
-      }
+  std::vector<size_t> again;
+  for (size_t i = 0; i < round.size(); ++i) {
+    const Observation& obs = round[i];
+    if (obs.seen_writable() && obs.reading()->system_identifier == lineage &&
+        !ClaimsOtherScope(spec, obs)) {
+      again.push_back(i);
     }
-    std::vector<Observation> reprobe = ProbeMembers(cluster, again, true);
-    confirmed = !ConfirmedWritable(reprobe, lineage).empty();
-    // The re-probe is the fresher reading: it replaces the first one.
-    for (size_t i = 0; i < again.size(); ++i) round[again[i]] = std::move(reprobe[i]);
+  }
+  if (again.size() >= 2) {
+    candidate = true;
+    RoundReadings reprobe = ProbeRound(cluster, again, true);
+    confirmed = !ConfirmedWritable(reprobe.members, lineage).empty();
+    // The re-probe is the fresher reading: it replaces the first one, keeping the claim.
+    for (size_t i = 0; i < again.size(); ++i) {
+      reprobe.members[i].patroni = std::move(round[again[i]].patroni);
+      round[again[i]] = std::move(reprobe.members[i]);
+    }
   }
   const auto round_end_wall = WallClock::now();
+  std::string holder;
+  if (dcs != nullptr) {
+    if (const DcsView* view = std::get_if<DcsView>(dcs)) holder = view->holder;
+  }
 
   RoundListener listener;
   ClusterSnapshot snapshot;
@@ -263,16 +322,22 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
     std::lock_guard<std::mutex> lock(mu_);
     ClusterSnapshot& state = cluster.state;
     for (const auto& obs : round) {
-      RecordObservation(state.history.members[obs.member], obs, round_end_wall);
+      RecordObservation(state.history.members[obs.member], obs, round_end_wall, holder);
       MemberCounters& counters = state.counters[obs.member];
       ++counters.probes;
       counters.last_duration_seconds = obs.window.Seconds();
       if (const ProbeFailure* failure = obs.failure()) {
         ++counters.failures_by_reason[ReasonName(failure->reason)];
       }
+      if (obs.patroni) {
+        if (const auto* failure = std::get_if<ProbeFailure>(&*obs.patroni)) {
+          ++counters.rest_failures_by_reason[ReasonName(failure->reason)];
+        }
+      }
     }
-    state.history.lineage = ChooseLineage(spec, state.history);
-    Assessment assessment = Assess(spec, round, state.history, confirmed);
+    if (dcs != nullptr) RecordDcs(state, *dcs, round_end_wall);
+    state.history.lineage = ChooseLineage(spec, state.history, dcs);
+    Assessment assessment = Assess(spec, round, state.history, confirmed, dcs);
     if (candidate) ++(confirmed ? state.confirmations_accepted : state.confirmations_rejected);
     if (!state.has_round || assessment.verdict != state.assessment.verdict) {
       state.verdict_since = round_end_wall;
@@ -292,7 +357,103 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
     listener = listener_;
     if (listener) snapshot = state;
   }
+  if (dcs != nullptr) {
+    if (const DcsView* view = std::get_if<DcsView>(dcs)) AdoptDcsMembers(cluster, *view);
+  }
   if (listener) listener(snapshot);
+}
+
+void Scheduler::RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at) {
+  state.last_dcs = dcs;
+  if (const DcsView* view = std::get_if<DcsView>(&dcs)) {
+    const bool was_down = state.dcs_consecutive_failures > 0;
+    state.last_good_dcs = *view;
+    state.last_dcs_success = at;
+    state.dcs_consecutive_failures = 0;
+    if (was_down) spdlog::info("cluster={} msg=\"lock store readable again\"", state.spec.name);
+    // With no ttl in the config, Patroni's own ttl is the one the page must beat.
+    if (state.spec.ttl_from_dcs && view->config_ttl && *view->config_ttl > 0) {
+      state.spec.ttl = Millis(*view->config_ttl * 1000);
+      if (state.spec.probe_interval > state.spec.ttl / 3) {
+        state.spec.probe_interval = state.spec.ttl / 10;
+        state.spec.probe_timeout = std::min(state.spec.probe_timeout, state.spec.probe_interval);
+      }
+    }
+    return;
+  }
+  ++state.dcs_failures;
+  if (state.dcs_consecutive_failures++ == 0) {
+    spdlog::warn(
+        "cluster={} msg=\"cannot read the lock store; still probing PostgreSQL\" "
+        "error=\"{}\"",
+        state.spec.name, std::get<ProbeFailure>(dcs).message);
+  }
+}
+
+void Scheduler::AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view) {
+  ClusterSpec& spec = cluster.state.spec;
+  for (const DcsMember& registered : view.members) {
+    auto known = std::find_if(spec.members.begin(), spec.members.end(),
+                              [&](const MemberSpec& m) { return m.name == registered.name; });
+    if (known != spec.members.end()) {
+      // A configured member without a REST URL gets the one Patroni registered.
+      MemberSlot& slot = *cluster.members[known - spec.members.begin()];
+      if (!slot.rest && !registered.api_url.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        known->patroni_url = UrlBase(registered.api_url);
+        slot.rest = std::make_unique<PatroniRestProbe>(known->patroni_url);
+      }
+      continue;
+    }
+    if (!spec.discovery.enabled) continue;
+    auto member = DiscoveredMember(spec, registered);
+    if (!member) continue;
+    // Members are only ever added: a zombie's DCS key expires with its lease, and that
+    // is exactly when it must stay watched.
+    auto slot = std::make_unique<MemberSlot>();
+    slot->probe = factory_(spec, *member);
+    if (!member->patroni_url.empty()) {
+      slot->rest = std::make_unique<PatroniRestProbe>(member->patroni_url);
+    }
+    spdlog::info("cluster={} msg=\"discovered member\" member={} address={}", spec.name,
+                 member->name, member->address);
+    std::lock_guard<std::mutex> lock(mu_);
+    cluster.members.push_back(std::move(slot));
+    cluster.state.counters[member->name] = MemberCounters{};
+    spec.members.push_back(std::move(*member));
+  }
+}
+
+std::optional<MemberSpec> DiscoveredMember(const ClusterSpec& spec, const DcsMember& registered) {
+  // conn_url is postgres://[user@]host:port/dbname; only host and port are taken from it.
+  const std::string& url = registered.conn_url;
+  const auto scheme = url.find("://");
+  if (scheme == std::string::npos) return std::nullopt;
+  const size_t start = scheme + 3;
+  size_t end = url.find('/', start);
+  if (end == std::string::npos) end = url.size();
+  std::string authority = url.substr(start, end - start);
+  if (const auto at = authority.rfind('@'); at != std::string::npos) {
+    authority = authority.substr(at + 1);
+  }
+  std::string host = authority;
+  std::string port = "5432";
+  if (const auto colon = authority.rfind(':');
+      colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (host.empty()) return std::nullopt;
+  MemberSpec member;
+  member.name = registered.name;
+  member.dsn = "host='" + host + "' port='" + port + "' " + spec.discovery.dsn;
+  member.address = host + ":" + port;
+  member.password_file = spec.discovery.password_file;
+  member.password_env = spec.discovery.password_env;
+  if (!registered.api_url.empty()) member.patroni_url = UrlBase(registered.api_url);
+  member.discovered = true;
+  return member;
 }
 
 }  // namespace sbd

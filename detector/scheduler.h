@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,7 @@ ProbeFactory PostgresProbeFactory();
 struct MemberCounters {
   std::uint64_t probes = 0;
   std::map<std::string, std::uint64_t> failures_by_reason;
+  std::map<std::string, std::uint64_t> rest_failures_by_reason;  ///< Patroni REST API
   double last_duration_seconds = 0;
 };
 
@@ -48,7 +50,18 @@ struct ClusterSnapshot {
   double last_round_seconds = 0;
   /// When the current verdict started (wall clock of the round that first gave it).
   WallClock::time_point verdict_since{};
+
+  // Patroni clusters: the lock store.
+  std::optional<DcsResult> last_dcs;     ///< this round's answer
+  std::optional<DcsView> last_good_dcs;  ///< the latest successful one
+  WallClock::time_point last_dcs_success{};
+  std::uint64_t dcs_failures = 0;
+  std::uint64_t dcs_consecutive_failures = 0;
 };
+
+/// A member found in the DCS, with the cluster's discovery settings; nullopt when its
+/// conn_url has no usable host.
+std::optional<MemberSpec> DiscoveredMember(const ClusterSpec& spec, const DcsMember& registered);
 
 /// A fixed pool of threads that run probes. Sized so that members blocked until their
 /// deadlines cannot starve the others. Thread-safe.
@@ -103,11 +116,29 @@ class Scheduler {
   struct MemberSlot;
   struct ClusterRuntime;
 
+  using PatroniResult = std::variant<PatroniReading, ProbeFailure>;
+  /// One round's raw answers: one observation per probed member (with its Patroni claim),
+  /// and the lock store's answer.
+  struct RoundReadings {
+    std::vector<Observation> members;
+    std::optional<DcsResult> dcs;
+  };
+
   void ClusterLoop(ClusterRuntime& cluster);
   void RunRound(ClusterRuntime& cluster);
-  /// Probes the given members concurrently; with `gated`, their readings are sent together.
-  std::vector<Observation> ProbeMembers(ClusterRuntime& cluster,
-                                        const std::vector<size_t>& member_indexes, bool gated);
+  /// Probes the given members (and, outside confirmation, their REST APIs and the lock
+  /// store) concurrently under one deadline. A confirmation re-probe reads PostgreSQL only,
+  /// and sends the readings together through a start gate.
+  RoundReadings ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& member_indexes,
+                           bool confirmation);
+  /// Runs `call` on the executor unless the previous call guarded by `busy` still runs.
+  template <typename T>
+  std::optional<std::future<T>> Launch(std::atomic<bool>& busy, std::function<T()> call);
+  void RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at);
+  /// Gives configured members their registered REST URL and adds discovered members.
+  void AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view);
+
+  ProbeFactory factory_;
 
   std::vector<std::unique_ptr<ClusterRuntime>> clusters_;
   mutable std::mutex mu_;  // guards every ClusterRuntime::state

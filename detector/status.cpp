@@ -62,6 +62,22 @@ nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters) {
                            {"suspects", a.suspects},
                            {"unreadable", a.unreadable},
                            {"writable_per_lineage", a.writable_per_lineage}};
+    if (c.spec.kind == ClusterKind::kPatroni) {
+      json lock = {{"scope", c.spec.scope}, {"readable", a.lock_readable}};
+      if (!a.lock_readable) lock["error"] = a.lock_error;
+      if (c.last_good_dcs) {
+        lock["holder"] = c.last_good_dcs->holder;
+        lock["mod_revision"] = c.last_good_dcs->mod_revision;
+        lock["lease_ttl_remaining_seconds"] = c.last_good_dcs->lease_ttl_remaining;
+        lock["lease_granted_ttl_seconds"] = c.last_good_dcs->lease_granted_ttl;
+        lock["initialize"] = c.last_good_dcs->initialize;
+        lock["endpoint"] = c.last_good_dcs->endpoint;
+        lock["last_success"] = FormatTime(c.last_dcs_success);
+      }
+      cluster["lock"] = lock;
+      cluster["evidence"]["zombies"] = a.zombies;
+      cluster["evidence"]["other_scope"] = a.other_scope;
+    }
     cluster["confirmations"] = {{"confirmed", c.confirmations_accepted},
                                 {"rejected", c.confirmations_rejected}};
     for (const auto& spec : c.spec.members) {
@@ -93,6 +109,26 @@ nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters) {
         member["last_seen_writable"] = FormatTime(*h->last_seen_writable);
       }
       member["suspect"] = Contains(a.suspects, spec.name);
+      if (c.spec.kind == ClusterKind::kPatroni) {
+        member["zombie"] = Contains(a.zombies, spec.name);
+        member["holds_lock"] = a.lock_readable && a.lock_holder == spec.name;
+        if (spec.discovered) member["discovered"] = true;
+        if (h != nullptr && h->last_seen_holding) {
+          member["last_seen_holding_lock"] = FormatTime(*h->last_seen_holding);
+        }
+        if (h != nullptr && h->last && h->last->patroni) {
+          if (const auto* f = std::get_if<ProbeFailure>(&*h->last->patroni)) {
+            member["patroni_error"] = {{"reason", ReasonName(f->reason)}, {"message", f->message}};
+          }
+        }
+        if (h != nullptr && h->last_patroni) {
+          const PatroniReading& p = *h->last_patroni;
+          member["patroni"] = {{"role", p.role},   {"state", p.state},
+                               {"scope", p.scope}, {"timeline", p.timeline},
+                               {"pause", p.pause}, {"cluster_unlocked", p.cluster_unlocked}};
+          if (p.dcs_last_seen) member["patroni"]["dcs_last_seen"] = *p.dcs_last_seen;
+        }
+      }
       cluster["members"].push_back(member);
     }
     out["clusters"].push_back(cluster);
@@ -113,6 +149,8 @@ std::string StatusText(const std::vector<ClusterSnapshot>& clusters) {
         return m[key].is_string() ? m[key].get<std::string>() : m[key].dump();
       };
       std::string state = text("state");
+      if (m.value("holds_lock", false)) state += " LEADER-KEY";
+      if (m.value("zombie", false)) state += " ZOMBIE";
       if (m.value("suspect", false)) state += " SUSPECT";
       if (m.contains("in_lineage") && !m["in_lineage"].get<bool>()) state += " OTHER-LINEAGE";
       rows.push_back({text("name"), text("address"), state, text("timeline"), text("wal_lsn"),
@@ -141,6 +179,19 @@ std::string StatusText(const std::vector<ClusterSnapshot>& clusters) {
     out << rule << "\n";
     for (const auto& row : rows) print_row(row);
     out << rule << "\n";
+    if (cluster.contains("lock")) {
+      const auto& lock = cluster["lock"];
+      out << "Lock: scope " << lock["scope"].get<std::string>();
+      if (lock["readable"].get<bool>()) {
+        out << ", leader key held by "
+            << (lock.value("holder", "").empty() ? "nobody" : lock["holder"].get<std::string>())
+            << " (lease " << lock.value("lease_ttl_remaining_seconds", -1) << "s left, revision "
+            << lock.value("mod_revision", 0) << ")";
+      } else {
+        out << ", UNREADABLE: " << lock.value("error", "");
+      }
+      out << "\n";
+    }
     out << "Verdict: " << cluster["verdict"].get<std::string>() << " - "
         << cluster["summary"].get<std::string>() << "\n";
     for (const auto& m : cluster["members"]) {

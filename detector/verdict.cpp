@@ -65,8 +65,15 @@ const std::vector<Verdict>& AllVerdicts() {
   return all;
 }
 
-void RecordObservation(MemberHistory& history, const Observation& obs, WallClock::time_point at) {
+void RecordObservation(MemberHistory& history, const Observation& obs, WallClock::time_point at,
+                       const std::string& holder) {
   history.last = obs;
+  if (!holder.empty() && holder == obs.member) history.last_seen_holding = at;
+  if (obs.patroni) {
+    if (const auto* claim = std::get_if<PatroniReading>(&*obs.patroni)) {
+      history.last_patroni = *claim;
+    }
+  }
   const PostgresReading* reading = obs.reading();
   if (reading == nullptr) {
     ++history.consecutive_failures;
@@ -83,8 +90,14 @@ void RecordObservation(MemberHistory& history, const Observation& obs, WallClock
   history.last_reading = *reading;
 }
 
-std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history) {
+std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history,
+                          const DcsResult* dcs) {
   if (!spec.system_identifier.empty()) return spec.system_identifier;
+  if (dcs != nullptr) {
+    if (const DcsView* view = std::get_if<DcsView>(dcs); view && !view->initialize.empty()) {
+      return view->initialize;
+    }
+  }
   std::map<std::string, int> votes;
   std::string first_seen;
   for (const auto& member : spec.members) {
@@ -104,6 +117,13 @@ std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history
     if (count > votes[best]) best = id;
   }
   return best;
+}
+
+bool ClaimsOtherScope(const ClusterSpec& spec, const Observation& obs) {
+  if (spec.kind != ClusterKind::kPatroni || !obs.patroni) return false;
+  const auto* claim = std::get_if<PatroniReading>(&*obs.patroni);
+  // An unreadable API claims nothing: the member stays in the scope it is configured under.
+  return claim != nullptr && claim->scope != spec.scope;
 }
 
 std::vector<std::string> WritableInLineage(const std::vector<Observation>& round,
@@ -142,14 +162,26 @@ std::vector<std::string> ConfirmedWritable(const std::vector<Observation>& repro
 }
 
 Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round,
-                  const ClusterHistory& history, bool confirmed) {
+                  const ClusterHistory& history, bool confirmed, const DcsResult* dcs) {
   Assessment a;
-  a.lineage = ChooseLineage(spec, history);
+  a.lineage = ChooseLineage(spec, history, dcs);
+  a.scope = spec.scope;
+  if (dcs != nullptr) {
+    if (const DcsView* view = std::get_if<DcsView>(dcs)) {
+      a.lock_readable = true;
+      a.lock_holder = view->holder;
+    } else {
+      a.lock_error = std::get<ProbeFailure>(*dcs).message;
+    }
+  }
   for (const auto& obs : round) {
+    const bool other_scope = ClaimsOtherScope(spec, obs);
+    if (other_scope) a.other_scope.push_back(obs.member);
     if (const PostgresReading* r = obs.reading()) {
       if (r->writable()) {
         ++a.writable_per_lineage[r->system_identifier];
-        (r->system_identifier == a.lineage ? a.writable : a.drift).push_back(obs.member);
+        const bool ours = r->system_identifier == a.lineage && !other_scope;
+        (ours ? a.writable : a.drift).push_back(obs.member);
       }
       continue;
     }
@@ -177,8 +209,10 @@ Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round
             << ", last seen writable, cannot be read";
   } else if (!a.drift.empty()) {
     a.verdict = Verdict::kDrift;
-    summary << Join(a.drift) << " writable with another system identifier than lineage "
-            << a.lineage << "; not counted as split brain";
+    summary << Join(a.drift) << " writable with another "
+            << (a.other_scope.empty() ? "system identifier than lineage " + a.lineage
+                                      : "identity (scope or system identifier)")
+            << "; not counted as split brain";
   } else if (!a.unreadable.empty()) {
     a.verdict = Verdict::kUnknown;
     summary << Join(a.unreadable) << " cannot be read";

@@ -35,6 +35,9 @@ struct MemberHistory {
   std::optional<WallClock::time_point> writable_since;      ///< start of the writable streak
   std::optional<WallClock::time_point> last_seen_writable;  ///< latest writable reading
   int consecutive_failures = 0;
+  /// Patroni: the latest successful REST reading, and when the DCS last named it holder.
+  std::optional<PatroniReading> last_patroni;
+  std::optional<WallClock::time_point> last_seen_holding;
   /// True when the latest successful reading said writable.
   bool last_known_writable() const { return last_reading && last_reading->writable(); }
 };
@@ -45,12 +48,22 @@ struct ClusterHistory {
   std::string lineage;
 };
 
-/// Folds one observation, read at `at`, into the member's history.
-void RecordObservation(MemberHistory& history, const Observation& obs, WallClock::time_point at);
+/// The lock store's answer for one round of a Patroni cluster.
+using DcsResult = std::variant<DcsView, ProbeFailure>;
 
-/// The lineage a round is judged by: the configured one; else the system identifier that a
-/// strict majority of members last reported; else the previous one; else the most common.
-std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history);
+/// Folds one observation, read at `at`, into the member's history; `holder` is the lock
+/// holder the DCS named in the same round (empty when unknown).
+void RecordObservation(MemberHistory& history, const Observation& obs, WallClock::time_point at,
+                       const std::string& holder = "");
+
+/// The lineage a round is judged by: the configured one; else the one the lock store
+/// recorded at bootstrap (Patroni's initialize key); else the system identifier that a strict
+/// majority of members last reported; else the previous one; else the most common.
+std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history,
+                          const DcsResult* dcs = nullptr);
+
+/// Patroni: true when the member's own REST API says it belongs to another scope.
+bool ClaimsOtherScope(const ClusterSpec& spec, const Observation& obs);
 
 /// Members of `lineage` seen writable in `round`.
 std::vector<std::string> WritableInLineage(const std::vector<Observation>& round,
@@ -72,11 +85,20 @@ struct Assessment {
   std::vector<std::string> suspects;    ///< last seen writable, unreadable now
   std::vector<std::string> unreadable;  ///< failed this round
   std::map<std::string, int> writable_per_lineage;
+
+  // Patroni clusters only.
+  std::string scope;
+  bool lock_readable = false;            ///< the DCS answered this round
+  std::string lock_error;                ///< why it did not
+  std::string lock_holder;               ///< the leader key's value ("" = no leader key)
+  std::vector<std::string> zombies;      ///< writable members that do not hold the lock
+  std::vector<std::string> other_scope;  ///< members whose Patroni claims another scope
 };
 
 /// Pure: decides from the (post-confirmation) round, the history already updated with it,
-/// and whether a candidate of two or more writable members passed confirmation.
+/// whether a candidate of two or more writable members passed confirmation, and (Patroni)
+/// what the lock store said in the same round.
 Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round,
-                  const ClusterHistory& history, bool confirmed);
+                  const ClusterHistory& history, bool confirmed, const DcsResult* dcs = nullptr);
 
 }  // namespace sbd

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace sbd {
 
@@ -51,6 +52,55 @@ struct PostgresReading {
   std::string postmaster_start;   ///< pg_postmaster_start_time() as ISO-8601 text
 };
 
+/// One member as Patroni's GET /cluster lists it.
+struct PatroniClusterMember {
+  std::string name;
+  std::string role;   ///< leader, replica, standby_leader, sync_standby (as Patroni says)
+  std::string state;  ///< running, streaming, stopped, ...
+  std::string api_url;
+  std::string host;
+  int port = 0;
+  std::int64_t timeline = 0;
+};
+
+/// What a member's Patroni says about itself (GET /patroni) and its cluster (GET /cluster).
+struct PatroniReading {
+  std::string state;              ///< running, starting, stopped, ...
+  std::string role;               ///< normalized: "primary" (also for Patroni's "master"),
+                                  ///< "replica", "standby_leader", ...
+  std::int64_t timeline = 0;
+  std::string system_identifier;  ///< database_system_identifier
+  std::string scope;              ///< patroni.scope
+  std::string name;               ///< patroni.name
+  std::optional<double> dcs_last_seen;  ///< unix seconds of its last successful DCS contact
+  bool pause = false;
+  bool cluster_unlocked = false;
+  std::string cluster_leader;     ///< the member /cluster names as leader, if any
+  std::vector<PatroniClusterMember> cluster_members;
+};
+
+/// One member as Patroni registered it in the DCS (<namespace>/<scope>/members/<name>).
+struct DcsMember {
+  std::string name;
+  std::string conn_url;  ///< postgres://user@host:port/db (no password in Patroni's key)
+  std::string api_url;
+  std::string role;
+  std::string state;
+};
+
+/// What the lock store says about one Patroni scope, read in one prefix range.
+struct DcsView {
+  std::string endpoint;           ///< the etcd endpoint that answered
+  std::string holder;             ///< the leader key's value; empty when there is no key
+  std::int64_t mod_revision = 0;  ///< the leader key's mod_revision (a fencing-token-like epoch)
+  std::string lease_id;           ///< the leader key's lease (decimal text), "0" for none
+  std::int64_t lease_ttl_remaining = -1;  ///< seconds left on the lease; -1 unknown/expired
+  std::int64_t lease_granted_ttl = -1;
+  std::string initialize;         ///< the system identifier the scope was bootstrapped with
+  std::optional<std::int64_t> config_ttl;  ///< ttl from the scope's config key
+  std::vector<DcsMember> members;
+};
+
 /// The timing of one reading: the answer was produced somewhere inside [sent, received].
 struct ReadingWindow {
   WallClock::time_point sent_wall;
@@ -68,6 +118,9 @@ struct Observation {
   std::string member;
   ReadingWindow window;
   std::variant<PostgresReading, ProbeFailure> result;
+  /// Patroni members only: what its REST API claimed in the same round, read concurrently
+  /// with PostgreSQL so that a hung API never hides the database.
+  std::optional<std::variant<PatroniReading, ProbeFailure>> patroni;
 
   bool ok() const { return std::holds_alternative<PostgresReading>(result); }
   const PostgresReading* reading() const { return std::get_if<PostgresReading>(&result); }

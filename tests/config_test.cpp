@@ -159,6 +159,89 @@ TEST_CASE("config: rebuilt dsn quotes values so libpq reads them back unchanged"
   CHECK(members[1].address == "localhost:5432");
 }
 
+TEST_CASE("config: a file without alerting gets the alerting defaults", "[config]") {
+  const sbd::ValidatedConfig config = Valid(sbd::LoadConfig(kDir + "valid-full.yml"));
+  const sbd::AlertingSpec& alerting = config.alerting();
+  CHECK(alerting.alertmanager_urls.empty());
+  CHECK(alerting.resend_interval == Millis(30000));
+  CHECK(alerting.timeout == Millis(2000));
+  CHECK(alerting.external_url.empty());
+  CHECK(alerting.runbook_base_url.empty());
+  CHECK(alerting.external_labels.empty());
+  for (const sbd::ClusterSpec& cluster : config.clusters()) {
+    INFO(cluster.name);
+    CHECK(cluster.kind == sbd::ClusterKind::kPostgres);
+    CHECK(cluster.scope.empty());
+    CHECK(cluster.etcd_endpoints.empty());
+    CHECK_FALSE(cluster.ttl_from_dcs);
+    CHECK_FALSE(cluster.discovery.enabled);
+    for (const sbd::MemberSpec& member : cluster.members) {
+      CHECK(member.patroni_url.empty());
+      CHECK_FALSE(member.discovered);
+    }
+  }
+}
+
+TEST_CASE("config: alerting settings are read, base URLs without a trailing slash", "[config]") {
+  const sbd::AlertingSpec alerting = Valid(sbd::LoadConfig(kDir + "valid-patroni.yml")).alerting();
+  CHECK(alerting.alertmanager_urls ==
+        std::vector<std::string>{"http://127.0.0.1:9093", "https://am.example:9093/prefix"});
+  CHECK(alerting.resend_interval == Millis(60000));
+  CHECK(alerting.timeout == Millis(500));
+  CHECK(alerting.external_url == "http://detector.example:10259");
+  CHECK(alerting.runbook_base_url == "https://wiki.example/runbooks/");  // kept as written
+  CHECK(alerting.external_labels ==
+        std::vector<std::pair<std::string, std::string>>{{"env", "prod"}, {"region", "eu-1"}});
+}
+
+TEST_CASE("config: a discovering patroni cluster follows the DCS ttl", "[config]") {
+  const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-patroni.yml")).clusters();
+  REQUIRE(clusters.size() == 3);
+  const sbd::ClusterSpec& main = clusters[0];
+  CHECK(main.kind == sbd::ClusterKind::kPatroni);
+  CHECK(main.scope == "main");              // defaults to the cluster name
+  CHECK(main.dcs_namespace == "/service");  // trailing '/' trimmed
+  CHECK(main.etcd_endpoints ==
+        std::vector<std::string>{"http://127.0.0.1:2379", "https://etcd2.example:2379"});
+  CHECK(main.ttl_from_dcs);  // ttl absent: the defaults below are computed from 30s
+  CHECK(main.ttl == Millis(30000));
+  CHECK(main.probe_interval == Millis(3000));
+  CHECK(main.probe_timeout == Millis(2000));
+  CHECK(main.members.empty());
+  CHECK(main.discovery.enabled);
+  CHECK(DsnOptions(main.discovery.dsn) ==
+        std::map<std::string, std::string>{
+            {"user", "splitbrain"}, {"dbname", "postgres"}, {"sslmode", "prefer"}});
+  CHECK(main.discovery.password_env == "PGPASSWORD_MAIN");
+  CHECK_FALSE(main.discovery.password_file);
+}
+
+TEST_CASE("config: a patroni cluster with members and its own ttl", "[config]") {
+  const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-patroni.yml")).clusters();
+  const sbd::ClusterSpec& billing = clusters[1];
+  CHECK(billing.kind == sbd::ClusterKind::kPatroni);
+  CHECK(billing.scope == "billing-eu");
+  CHECK(billing.dcs_namespace.empty());  // "/" without its trailing '/': keys are /<scope>/...
+  CHECK(billing.etcd_endpoints == std::vector<std::string>{"http://127.0.0.1:2379"});
+  CHECK_FALSE(billing.ttl_from_dcs);
+  CHECK(billing.ttl == Millis(10000));
+  CHECK(billing.probe_interval == Millis(1000));
+  CHECK_FALSE(billing.discovery.enabled);  // discover defaults to false
+  CHECK(billing.discovery.dsn.empty());
+  CHECK(billing.discovery.password_file == "/etc/splitbrain/billing.pass");
+  REQUIRE(billing.members.size() == 2);
+  CHECK(billing.members[0].patroni_url == "http://10.0.0.1:8008");
+  CHECK(billing.members[0].address == "10.0.0.1:5432");
+  CHECK_FALSE(billing.members[0].discovered);
+  CHECK(billing.members[1].patroni_url.empty());
+
+  const sbd::ClusterSpec& legacy = clusters[2];  // kind: postgres, spelled out
+  CHECK(legacy.kind == sbd::ClusterKind::kPostgres);
+  CHECK(legacy.scope.empty());
+  CHECK(legacy.dcs_namespace == "/service");
+  CHECK_FALSE(legacy.ttl_from_dcs);
+}
+
 TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
   // Every error carries file:line:column, the key path and a message, sorted by position.
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
@@ -220,6 +303,70 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "9:9: clusters[0].members[1].name: required",
         "10:11: clusters[1].name: expected a name of letters, digits, '_', '.' and '-'",
         "11:14: clusters[1].members: expected a sequence", "12:1: extra: unknown key"}},
+      {"invalid-kind.yml",
+       {"3:11: clusters[0].kind: expected postgres or patroni",
+        "8:11: clusters[1].kind: expected postgres or patroni"}},
+      {"invalid-patroni-key-on-postgres.yml",
+       {"4:5: clusters[0].scope: only valid for kind: patroni",
+        "5:5: clusters[0].namespace: only valid for kind: patroni",
+        "6:5: clusters[0].etcd: only valid for kind: patroni",
+        "8:5: clusters[0].discover: only valid for kind: patroni",
+        "9:5: clusters[0].discovery: only valid for kind: patroni",
+        "14:9: clusters[0].members[0].patroni_url: only valid for kind: patroni",
+        "17:5: clusters[1].discover: only valid for kind: patroni"}},
+      {"invalid-patroni-no-etcd.yml",
+       {"2:5: clusters[0].etcd: required", "9:5: clusters[1].etcd: expected a mapping",
+        "14:18: clusters[2].etcd.endpoints: must list at least one endpoint"}},
+      {"invalid-patroni-no-members.yml",
+       {"2:5: clusters[0].members: must list at least one member or set discover: true",
+        "11:14: clusters[1].members: must list at least one member or set discover: true"}},
+      {"invalid-patroni-values.yml",
+       {"4:12: clusters[0].scope: expected a name of letters, digits, '_', '.' and '-'",
+        "5:16: clusters[0].namespace: expected a path starting with '/'",
+        "7:19: clusters[0].etcd.endpoints[0]: expected an http:// or https:// URL",
+        "7:35: clusters[0].etcd.endpoints[1]: expected an http:// or https:// URL",
+        "8:7: clusters[0].etcd.tls: unknown key",
+        "9:15: clusters[0].discover: expected true or false",
+        "13:22: clusters[0].members[0].patroni_url: expected an http:// or https:// URL"}},
+      {"invalid-alerting-url.yml",
+       {"3:12: alerting.alertmanagers[0].url: expected an http:// or https:// URL",
+        "5:12: alerting.alertmanagers[2].url: duplicate url (first at line 4)",
+        "6:7: alerting.alertmanagers[3].address: unknown key",
+        "6:7: alerting.alertmanagers[3].url: required",
+        "7:17: alerting.external_url: expected an http:// or https:// URL",
+        "8:21: alerting.runbook_base_url: expected an http:// or https:// URL"}},
+      {"invalid-alerting-timings.yml",
+       {"2:18: alerting.alertmanagers: expected a sequence",
+        "3:20: alerting.resend_interval: resend_interval 500ms is below the minimum 1s",
+        "4:12: alerting.timeout: timeout 0s is below the minimum 1ms"}},
+      {"invalid-external-label.yml",
+       {"6:5: alerting.external_labels.severity: reserved: the detector sets alertname, "
+        "severity, cluster and scope itself",
+        "7:5: alerting.external_labels.cluster: reserved: the detector sets alertname, severity, "
+        "cluster and scope itself",
+        "8:5: alerting.external_labels.bad-name: expected a label name matching "
+        "[a-zA-Z_][a-zA-Z0-9_]*",
+        "9:5: alerting.external_labels.__meta: reserved: names starting with __ are for internal "
+        "use",
+        "10:5: alerting.external_labels.env: duplicate key (first at line 5)",
+        "11:12: alerting.external_labels.empty: expected a non-empty string",
+        "12:13: alerting.external_labels.nested: expected a string"}},
+      {"invalid-discovery-host.yml",
+       {"8:12: clusters[0].discovery.dsn: must not set host and port: discovered members take "
+        "host and port from the DCS",
+        "15:12: clusters[1].discovery.dsn: must not set host: discovered members take host and "
+        "port from the DCS",
+        "22:12: clusters[2].discovery.dsn: must not set hostaddr: discovered members take host "
+        "and port from the DCS"}},
+      {"invalid-discovery-password.yml",
+       {"9:12: clusters[0].discovery.dsn: must not hold a password: use password_file or "
+        "password_env",
+        "16:12: clusters[1].discovery.dsn: must not hold a password: use password_file or "
+        "password_env",
+        "18:21: clusters[1].discovery.password_env: only one of password_file and password_env "
+        "may be set",
+        "25:12: clusters[2].discovery.dsn: missing \"=\" after \"...\" in connection info "
+        "string"}},
   };
   for (const auto& [name, expected_suffixes] : cases) {
     INFO(name);
@@ -231,7 +378,10 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
 }
 
 TEST_CASE("config: dsn errors never echo password fragments", "[config]") {
-  const std::vector<std::string> fixture = LoadErrors("invalid-bad-dsn.yml");
+  std::vector<std::string> fixture = LoadErrors("invalid-bad-dsn.yml");
+  const std::vector<std::string> discovery = LoadErrors("invalid-discovery-password.yml");
+  REQUIRE(discovery.size() == 4);
+  fixture.insert(fixture.end(), discovery.begin(), discovery.end());
   // A quote inside the password must not end the redacted piece early.
   const std::string yaml = R"(clusters:
   - name: c

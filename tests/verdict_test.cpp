@@ -15,7 +15,11 @@ const SteadyClock::time_point kT0 = SteadyClock::time_point(std::chrono::hours(1
 ClusterSpec Cluster(std::vector<std::string> members) {
   ClusterSpec spec;
   spec.name = "orders";
-  for (auto& name : members) spec.members.push_back(MemberSpec{name, "", "", {}, {}, {}});
+  for (auto& name : members) {
+    MemberSpec member;
+    member.name = name;
+    spec.members.push_back(member);
+  }
   return spec;
 }
 
