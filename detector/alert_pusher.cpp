@@ -18,6 +18,8 @@ using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 using SystemClock = std::chrono::system_clock;
 
+constexpr std::chrono::seconds kDropLogInterval{10};
+
 // One Alertmanager base URL, split into what httplib wants and what may be shown.
 struct Endpoint {
   std::string scheme_host_port;  // "http://127.0.0.1:9093", for httplib::Client
@@ -188,6 +190,7 @@ class AlertPusher::Worker {
     client_->set_follow_location(false);
     client_->set_default_headers({{"User-Agent", "splitbrain-detector"}});
     if (endpoint_.has_auth) client_->set_basic_auth(endpoint_.user, endpoint_.password);
+    if (!options.ca_file.empty()) client_->set_ca_cert_path(options.ca_file);
     thread_ = std::thread([this] { Run(); });
   }
 
@@ -195,15 +198,15 @@ class AlertPusher::Worker {
 
   // Queues the newest state of each alert; an older queued state of the same alert is replaced.
   void Enqueue(const std::vector<std::pair<LabelSet, nlohmann::json>>& alerts) {
-    std::size_t dropped = 0;
+    std::string warning;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
       for (const auto& [labels, body] : alerts) pending_[labels] = Queued{body, ++seq_};
-      dropped = Cap(pending_);
+      warning = DropWarning(Cap(pending_));
     }
     cv_.notify_all();
-    if (dropped > 0) LogDropped(dropped);
+    if (!warning.empty()) spdlog::warn(warning);
   }
 
   // True once the queue is empty and no push is in flight, false if `deadline` came first.
@@ -257,11 +260,22 @@ class AlertPusher::Worker {
     return excess;
   }
 
-  void LogDropped(std::size_t n) const {
-    spdlog::warn(
-        "msg=\"alertmanager queue full, dropped oldest alert states\" alertmanager={} "
-        "dropped={} max_queued_alerts={}",
-        endpoint_.redacted, n, max_queued_);
+  // The warning to log for `n` newly dropped states, at most one per kDropLogInterval (a dead
+  // Alertmanager would otherwise log at every Update). Caller holds mu_.
+  std::string DropWarning(std::size_t n) {
+    unlogged_drops_ += n;
+    const auto now = SteadyClock::now();
+    if (unlogged_drops_ == 0 || (drop_logged_ && now - last_drop_log_ < kDropLogInterval)) {
+      return "";
+    }
+    std::string warning = fmt::format(
+        "msg=\"alertmanager queue full, dropped oldest alert states\" alertmanager={} dropped={} "
+        "max_queued_alerts={}",
+        endpoint_.redacted, unlogged_drops_, max_queued_);
+    unlogged_drops_ = 0;
+    drop_logged_ = true;
+    last_drop_log_ = now;
+    return warning;
   }
 
   static std::string Serialize(const Batch& batch) {
@@ -299,9 +313,8 @@ class AlertPusher::Worker {
       auto backoff = retry_backoff_;
       for (;;) {
         ++attempts;
-        const std::string body = Serialize(batch);
-        lock.unlock();
-        ok = PostOnce(body, &error);
+        lock.unlock();  // `batch` is ours alone
+        ok = PostOnce(Serialize(batch), &error);
         lock.lock();
         if (ok || stopping_ || attempts >= max_attempts_) break;
         lock.unlock();
@@ -315,15 +328,16 @@ class AlertPusher::Worker {
         // Coalesce: what was queued meanwhile is newer than what we hold.
         for (auto& entry : pending_) batch[entry.first] = std::move(entry.second);
         pending_.clear();
-        if (const std::size_t dropped = Cap(batch); dropped > 0) {
+        if (const std::string warning = DropWarning(Cap(batch)); !warning.empty()) {
           lock.unlock();
-          LogDropped(dropped);
+          spdlog::warn(warning);
           lock.lock();
         }
       }
       const double now = UnixSeconds(SystemClock::now());
       const bool aborted = !ok && stopping_;
       const bool recovered = ok && stats_.last_failure_unix > stats_.last_success_unix;
+      const std::size_t queued = pending_.size();
       if (!aborted) ++stats_.pushes;
       if (ok) {
         stats_.alerts_sent += batch.size();
@@ -335,8 +349,9 @@ class AlertPusher::Worker {
       }
       lock.unlock();
       if (aborted) {
-        spdlog::warn("msg=\"alertmanager push dropped at shutdown\" alertmanager={} alerts={}",
-                     endpoint_.redacted, batch.size());
+        spdlog::warn(
+            "msg=\"alertmanager push dropped at shutdown\" alertmanager={} alerts={} queued={}",
+            endpoint_.redacted, batch.size(), queued);
       } else if (!ok) {
         spdlog::warn(
             "msg=\"alertmanager push failed\" alertmanager={} alerts={} attempts={} error=\"{}\"",
@@ -369,6 +384,9 @@ class AlertPusher::Worker {
   bool stopping_ = false;
   bool exited_ = false;
   AlertmanagerStats stats_;
+  uint64_t unlogged_drops_ = 0;
+  bool drop_logged_ = false;
+  SteadyClock::time_point last_drop_log_{};
   std::thread thread_;
 };
 

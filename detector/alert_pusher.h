@@ -26,6 +26,8 @@ struct AlertPusherOptions {
   /// Base URLs, e.g. "http://127.0.0.1:9093" or "https://user:pass@am.example:9093/prefix".
   /// Credentials in a URL are sent as basic auth and never appear in stats or logs.
   std::vector<std::string> alertmanager_urls;
+  /// PEM CA bundle that verifies https Alertmanagers; empty: the system trust store.
+  std::string ca_file;
   std::chrono::milliseconds timeout{2000};           // connect + read (and write) per POST
   int max_attempts = 3;                              // per push, per Alertmanager
   std::chrono::milliseconds retry_backoff{250};      // doubled each attempt

@@ -133,6 +133,11 @@ void Exporter::Route() {
     const bool text = req.get_param_value("format") == "text";
     res.set_content(sources_.status(text), text ? "text/plain; charset=utf-8" : "application/json");
   });
+  if (!sources_.runbooks_dir.empty()) {
+    // The runbook_url of every alert resolves here, wherever the detector runs.
+    server_->set_mount_point("/runbooks", sources_.runbooks_dir);
+    server_->set_file_extension_and_mimetype_mapping("md", "text/markdown; charset=utf-8");
+  }
   server_->Get("/-/healthy", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("Healthy\n", "text/plain");
   });

@@ -27,7 +27,7 @@ struct WebConfig {
 /// Reads a web config file strictly; errors name file:line:column: key.
 std::variant<WebConfig, std::vector<std::string>> LoadWebConfig(const std::string& path);
 
-/// Serves /metrics, /status, /-/healthy and /-/ready over HTTP or HTTPS, with optional
+/// Serves /metrics, /status, /runbooks/, /-/healthy and /-/ready over HTTP or HTTPS, with optional
 /// basic auth. Thread-safe; owns a server thread, so neither copyable nor movable.
 class Exporter {
  public:
@@ -35,6 +35,7 @@ class Exporter {
     std::shared_ptr<prometheus::Collectable> metrics;
     std::function<std::string(bool as_text)> status;  ///< JSON, or the text table
     std::function<bool()> ready;                      ///< every cluster has had a round
+    std::string runbooks_dir;  ///< served read-only under /runbooks/ when not empty
   };
 
   Exporter(Sources sources, WebConfig web);

@@ -5,12 +5,16 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
 
+#include "detector/alert_pusher.h"
+#include "detector/alerts.h"
 #include "detector/config.h"
 #include "detector/exporter.h"
 #include "detector/metrics.h"
@@ -33,6 +37,7 @@ flags:
   --web.listen-address=ADDR   where to serve /metrics, /status, /-/healthy, /-/ready
                               (default :10259; port 0 picks a free one)
   --web.config.file=PATH      TLS and basic auth, in the Prometheus exporter-toolkit format
+  --web.runbooks-dir=DIR      runbooks served under /runbooks/ (default: the installed ones)
   --log.level=LEVEL           debug|info|warn|error (default info)
   --log.format=FORMAT         logfmt|json (default logfmt)
   --version                   print the version and exit
@@ -46,6 +51,7 @@ struct Flags {
   std::string config_file = "splitbrain.yml";
   std::string listen_address = kDefaultListenAddress;
   std::string web_config_file;
+  std::string runbooks_dir;
   std::string log_level = "info";
   std::string log_format = "logfmt";
   bool check_config = false;
@@ -71,6 +77,7 @@ bool ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
       {"--config.file", &flags->config_file},
       {"--web.listen-address", &flags->listen_address},
       {"--web.config.file", &flags->web_config_file},
+      {"--web.runbooks-dir", &flags->runbooks_dir},
       {"--log.level", &flags->log_level},
       {"--log.format", &flags->log_format},
   };
@@ -158,6 +165,52 @@ int RunCheck(const sbd::ValidatedConfig& config) {
   return worst;
 }
 
+// The runbooks shipped with this build: the source tree's, else the installed copy.
+std::string DefaultRunbooksDir() {
+  for (const char* dir : {SBD_SOURCE_RUNBOOKS_DIR, SBD_INSTALLED_RUNBOOKS_DIR}) {
+    if (std::filesystem::is_directory(dir)) return dir;
+  }
+  return "";
+}
+
+std::string DefaultExternalUrl(const std::string& listen_address, int port, bool tls) {
+  std::string host = listen_address.substr(0, listen_address.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]") {
+    char name[256] = {};
+    host = gethostname(name, sizeof(name) - 1) == 0 ? name : "localhost";
+  }
+  return std::string(tls ? "https://" : "http://") + host + ":" + std::to_string(port);
+}
+
+// Everything the alert path needs from one config: the pusher and where links point.
+struct AlertPath {
+  sbd::AlertingSpec spec;
+  sbd::AlertLinks links;
+  std::unique_ptr<sbd::AlertPusher> pusher;
+};
+
+// `reuse` keeps an existing pusher (and so its alerts' startsAt) when only links changed.
+std::unique_ptr<AlertPath> MakeAlertPath(const sbd::AlertingSpec& spec,
+                                         const std::string& external_url,
+                                         std::unique_ptr<sbd::AlertPusher> reuse = nullptr) {
+  auto path = std::make_unique<AlertPath>();
+  path->spec = spec;
+  const std::string base = spec.external_url.empty() ? external_url : spec.external_url;
+  path->links.generator_url = base + "/status?format=text";
+  path->links.runbook_base_url =
+      spec.runbook_base_url.empty() ? base + "/runbooks/" : spec.runbook_base_url;
+  if (reuse) {
+    path->pusher = std::move(reuse);
+  } else if (!spec.alertmanager_urls.empty()) {
+    sbd::AlertPusherOptions options;
+    options.alertmanager_urls = spec.alertmanager_urls;
+    options.timeout = spec.timeout;
+    options.resend_interval = spec.resend_interval;
+    path->pusher = std::make_unique<sbd::AlertPusher>(options);
+  }
+  return path;
+}
+
 int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
   sbd::WebConfig web;
   if (!flags.web_config_file.empty()) {
@@ -176,6 +229,9 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
   for (int s : {SIGHUP, SIGINT, SIGTERM}) sigaddset(&signals, s);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Declared before everything that reads it: destroyed last.
+  std::unique_ptr<AlertPath> alert_path;
+  std::mutex alert_mu;
   sbd::ConfigReloadStatus reload_status;
   reload_status.last_success_timestamp = Now();
   reload_status.last_attempt_timestamp = Now();
@@ -194,6 +250,7 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
     return as_text ? sbd::StatusText(snapshot) : sbd::StatusJson(snapshot).dump(2) + "\n";
   };
   sources.ready = [&] { return current()->AllClustersHaveRun(); };
+  sources.runbooks_dir = flags.runbooks_dir.empty() ? DefaultRunbooksDir() : flags.runbooks_dir;
   sbd::Exporter exporter(std::move(sources), web);
   std::string error;
   if (!exporter.Bind(flags.listen_address, &error)) {
@@ -201,6 +258,17 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
     return kExitUsage;
   }
   exporter.Start();
+  const std::string external_url =
+      DefaultExternalUrl(flags.listen_address, exporter.port(), !web.cert_file.empty());
+  alert_path = MakeAlertPath(config.alerting(), external_url);
+  // A confirmed split brain is handed to the pusher in the round that confirms it.
+  auto push = [&](const sbd::ClusterSnapshot& cluster) {
+    std::lock_guard<std::mutex> lock(alert_mu);
+    if (!alert_path->pusher) return;
+    alert_path->pusher->Update(cluster.spec.name,
+                               sbd::AlertsFor(cluster, alert_path->spec, alert_path->links));
+  };
+  scheduler->SetRoundListener(push);
   scheduler->Start();
   spdlog::info("msg=\"started\" version={} listen_port={} tls={} clusters={}", SBD_VERSION,
                exporter.port(), web.cert_file.empty() ? "off" : "on", config.clusters().size());
@@ -220,7 +288,27 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
     auto next = std::make_shared<sbd::Scheduler>(*reloaded);
     auto previous = current();
     previous->Stop();
-    next->Inherit(previous->Snapshot());
+    const auto old_snapshot = previous->Snapshot();
+    next->Inherit(old_snapshot);
+    {
+      std::lock_guard<std::mutex> lock(alert_mu);
+      // Clusters that left the config resolve their alerts; a changed alerting section
+      // starts a new pusher (its alerts are re-sent at once).
+      for (const auto& old : old_snapshot) {
+        bool kept = false;
+        for (const auto& c : reloaded->clusters()) kept = kept || c.name == old.spec.name;
+        if (!kept && alert_path->pusher) alert_path->pusher->Update(old.spec.name, {});
+      }
+      const auto& was = alert_path->spec;
+      const auto& now = reloaded->alerting();
+      if (was.alertmanager_urls != now.alertmanager_urls || was.timeout != now.timeout ||
+          was.resend_interval != now.resend_interval) {
+        alert_path = MakeAlertPath(now, external_url);
+      } else {
+        alert_path = MakeAlertPath(now, external_url, std::move(alert_path->pusher));
+      }
+    }
+    next->SetRoundListener(push);
     next->Start();
     {
       std::lock_guard<std::mutex> lock(scheduler_mu);

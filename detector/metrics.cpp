@@ -42,8 +42,11 @@ class Family {
 
 }  // namespace
 
-DetectorCollector::DetectorCollector(SnapshotSource source, const ConfigReloadStatus* reload_status)
-    : source_(std::move(source)), reload_status_(reload_status) {}
+DetectorCollector::DetectorCollector(SnapshotSource source, const ConfigReloadStatus* reload_status,
+                                     PushStatsSource push_stats)
+    : source_(std::move(source)),
+      reload_status_(reload_status),
+      push_stats_(std::move(push_stats)) {}
 
 std::vector<MetricFamily> DetectorCollector::Collect() const {
   const std::vector<ClusterSnapshot> clusters = source_();
@@ -227,6 +230,28 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
         info_labels.push_back({"address", member.address});
         info.Add(info_labels, 1);
       }
+    }
+  }
+
+  Family pushes("splitbrain_alertmanager_pushes_total",
+                "POSTs of alerts to the Alertmanager (retries included in one push).",
+                MetricType::Counter);
+  Family push_failures("splitbrain_alertmanager_push_failures_total",
+                       "Pushes that failed after every attempt.", MetricType::Counter);
+  Family alerts_sent("splitbrain_alertmanager_alerts_sent_total",
+                     "Alerts delivered to the Alertmanager.", MetricType::Counter);
+  Family alerts_dropped("splitbrain_alertmanager_alerts_dropped_total",
+                        "Alert states dropped because the queue to a slow Alertmanager was full.",
+                        MetricType::Counter);
+  Family push_success("splitbrain_alertmanager_last_success_timestamp_seconds",
+                      "When a push to the Alertmanager last succeeded.", MetricType::Gauge);
+  if (push_stats_) {
+    for (const auto& am : push_stats_()) {
+      pushes.Add({{"alertmanager", am.url}}, static_cast<double>(am.pushes));
+      push_failures.Add({{"alertmanager", am.url}}, static_cast<double>(am.failures));
+      alerts_sent.Add({{"alertmanager", am.url}}, static_cast<double>(am.alerts_sent));
+      alerts_dropped.Add({{"alertmanager", am.url}}, static_cast<double>(am.dropped));
+      push_success.Add({{"alertmanager", am.url}}, am.last_success_unix);
     }
   }
 

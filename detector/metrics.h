@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "detector/alert_pusher.h"
 #include "detector/scheduler.h"
 
 namespace sbd {
@@ -24,12 +25,16 @@ struct ConfigReloadStatus {
 class DetectorCollector : public prometheus::Collectable {
  public:
   using SnapshotSource = std::function<std::vector<ClusterSnapshot>()>;
-  DetectorCollector(SnapshotSource source, const ConfigReloadStatus* reload_status);
+  using PushStatsSource = std::function<std::vector<AlertmanagerStats>()>;
+  /// `push_stats` may be empty when no Alertmanager is configured.
+  DetectorCollector(SnapshotSource source, const ConfigReloadStatus* reload_status,
+                    PushStatsSource push_stats = {});
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   SnapshotSource source_;
   const ConfigReloadStatus* reload_status_;
+  PushStatsSource push_stats_;
 };
 
 /// The whole /metrics body in the Prometheus text format.

@@ -341,11 +341,13 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
     if (candidate) ++(confirmed ? state.confirmations_accepted : state.confirmations_rejected);
     if (!state.has_round || assessment.verdict != state.assessment.verdict) {
       state.verdict_since = round_end_wall;
+      state.verdict_rounds = 0;
       spdlog::log(
           assessment.verdict == Verdict::kHealthy ? spdlog::level::info : spdlog::level::warn,
           "cluster={} verdict={} lineage={} summary=\"{}\"", spec.name,
           VerdictName(assessment.verdict), assessment.lineage, assessment.summary);
     }
+    ++state.verdict_rounds;
     state.assessment = std::move(assessment);
     state.last_round = std::move(round);
     state.has_round = true;

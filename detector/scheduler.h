@@ -50,6 +50,8 @@ struct ClusterSnapshot {
   double last_round_seconds = 0;
   /// When the current verdict started (wall clock of the round that first gave it).
   WallClock::time_point verdict_since{};
+  /// Rounds in a row that gave the current verdict (1 on the round that changed it).
+  std::uint64_t verdict_rounds = 0;
 
   // Patroni clusters: the lock store.
   std::optional<DcsResult> last_dcs;     ///< this round's answer

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace httplib {
@@ -42,25 +43,26 @@ class TempDir {
 /// A webhook receiver inside the test: an httplib server on 127.0.0.1:free port that records
 /// every POST (Alertmanager notification, or a raw push when used as a fake Alertmanager) with
 /// the instant it arrived (steady_clock + system_clock) and its parsed JSON. Answers 200 to every
-/// POST, on any path. Thread-safe.
+/// POST, on any path. Serves HTTPS instead when given a certificate and key. Thread-safe.
 class WebhookReceiver {
  public:
   struct Delivery {
     std::chrono::steady_clock::time_point at;
     std::chrono::system_clock::time_point wall;
-    nlohmann::json body;         // null if the body was not JSON
-    std::string path;            // e.g. "/webhook" or "/api/v2/alerts"
-    std::string authorization;   // the Authorization header, if any
+    nlohmann::json body;        // null if the body was not JSON
+    std::string path;           // e.g. "/webhook" or "/api/v2/alerts"
+    std::string authorization;  // the Authorization header, if any
   };
 
-  WebhookReceiver();  // throws std::runtime_error if it cannot listen
+  /// Throws std::runtime_error if it cannot listen (or load the certificate).
+  WebhookReceiver(const std::string& cert_file = "", const std::string& key_file = "");
   ~WebhookReceiver();
   WebhookReceiver(const WebhookReceiver&) = delete;
   WebhookReceiver& operator=(const WebhookReceiver&) = delete;
 
   /// Webhook URL for an Alertmanager config: "http://127.0.0.1:P/webhook".
   std::string url() const;
-  /// "http://127.0.0.1:P", to use the receiver as a fake Alertmanager base URL.
+  /// "http://127.0.0.1:P" ("https://" with TLS), to use the receiver as a fake Alertmanager.
   std::string base_url() const;
   int port() const { return port_; }
 
@@ -72,11 +74,16 @@ class WebhookReceiver {
  private:
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  bool tls_ = false;
   int port_ = 0;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::vector<Delivery> deliveries_;
 };
+
+/// Writes a self-signed certificate for IP 127.0.0.1 (and its key) with the openssl CLI into
+/// `dir`: returns {cert_file, key_file}. Throws std::runtime_error on failure.
+std::pair<std::string, std::string> MakeLoopbackCertificate(const std::string& dir);
 
 /// A TCP listener on 127.0.0.1:free port that never accepts nor answers: connects complete in
 /// the kernel (until the backlog is full), requests then hang until the client's timeout.

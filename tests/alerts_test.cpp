@@ -1,0 +1,96 @@
+#include "detector/alerts.h"
+
+#include <catch2/catch.hpp>
+
+namespace sbd {
+namespace {
+
+ClusterSnapshot Snapshot(Verdict verdict, std::uint64_t rounds, ClusterKind kind) {
+  ClusterSnapshot c;
+  c.spec.name = "orders";
+  c.spec.kind = kind;
+  if (kind == ClusterKind::kPatroni) c.spec.scope = "orders-scope";
+  for (const char* name : {"pg-1", "pg-2"}) {
+    MemberSpec m;
+    m.name = name;
+    m.address = std::string(name) + ":5432";
+    c.spec.members.push_back(m);
+    Observation obs;
+    obs.member = name;
+    PostgresReading r;
+    r.in_recovery = false;
+    r.read_only = false;
+    r.system_identifier = "7000";
+    r.timeline = name == std::string("pg-1") ? 1 : 2;
+    obs.result = r;
+    RecordObservation(c.history.members[name], obs, WallClock::now());
+  }
+  c.has_round = true;
+  c.verdict_rounds = rounds;
+  c.assessment.verdict = verdict;
+  c.assessment.summary = "test summary";
+  c.assessment.writable = {"pg-1", "pg-2"};
+  if (kind == ClusterKind::kPatroni) {
+    c.assessment.lock_readable = true;
+    c.assessment.lock_holder = "pg-2";
+    c.assessment.zombies = {"pg-1"};
+  }
+  return c;
+}
+
+const AlertLinks kLinks{"http://detector:10259/status?format=text",
+                        "http://detector:10259/runbooks/"};
+
+}  // namespace
+
+TEST_CASE("alerts: a confirmed split brain pages at once, naming zombie and holder", "[alerts]") {
+  AlertingSpec alerting;
+  alerting.external_labels = {{"env", "prod"}};
+  auto alerts =
+      AlertsFor(Snapshot(Verdict::kSplitBrain, 1, ClusterKind::kPatroni), alerting, kLinks);
+  REQUIRE(alerts.size() == 1);
+  const Alert& a = alerts.front();
+  CHECK(a.labels == std::map<std::string, std::string>{{"alertname", "SplitBrain"},
+                                                       {"severity", "critical"},
+                                                       {"cluster", "orders"},
+                                                       {"scope", "orders-scope"},
+                                                       {"env", "prod"}});
+  CHECK(a.annotations.at("summary").find("zombie pg-1, lock holder pg-2") != std::string::npos);
+  CHECK(a.annotations.at("description").find("pg-2 (pg-2:5432): writable, timeline 2") !=
+        std::string::npos);
+  CHECK(a.annotations.at("runbook_url") == "http://detector:10259/runbooks/split-brain.md");
+  CHECK(a.generator_url == kLinks.generator_url);
+}
+
+TEST_CASE("alerts: warnings wait for the verdict to persist; healthy fires nothing", "[alerts]") {
+  AlertingSpec alerting;
+  CHECK(AlertsFor(Snapshot(Verdict::kSuspected, kWarningRounds - 1, ClusterKind::kPostgres),
+                  alerting, kLinks)
+            .empty());
+  auto suspected = AlertsFor(Snapshot(Verdict::kSuspected, kWarningRounds, ClusterKind::kPostgres),
+                             alerting, kLinks);
+  REQUIRE(suspected.size() == 1);
+  CHECK(suspected.front().labels.at("alertname") == "SplitBrainSuspected");
+  CHECK(suspected.front().labels.at("severity") == "warning");
+  CHECK(suspected.front().labels.count("scope") == 0);
+  auto drift = AlertsFor(Snapshot(Verdict::kDrift, 10, ClusterKind::kPostgres), alerting, kLinks);
+  REQUIRE(drift.size() == 1);
+  CHECK(drift.front().labels.at("alertname") == "InventoryDrift");
+  CHECK(
+      AlertsFor(Snapshot(Verdict::kHealthy, 10, ClusterKind::kPatroni), alerting, kLinks).empty());
+  CHECK(
+      AlertsFor(Snapshot(Verdict::kUnknown, 10, ClusterKind::kPostgres), alerting, kLinks).empty());
+}
+
+TEST_CASE("alerts: an unreadable lock store warns after three rounds", "[alerts]") {
+  AlertingSpec alerting;
+  auto c = Snapshot(Verdict::kHealthy, 10, ClusterKind::kPatroni);
+  c.dcs_consecutive_failures = 2;
+  CHECK(AlertsFor(c, alerting, kLinks).empty());
+  c.dcs_consecutive_failures = 3;
+  auto alerts = AlertsFor(c, alerting, kLinks);
+  REQUIRE(alerts.size() == 1);
+  CHECK(alerts.front().labels.at("alertname") == "LockStoreUnreadable");
+}
+
+}  // namespace sbd

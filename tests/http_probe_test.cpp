@@ -1,0 +1,190 @@
+// The HTTP side of the probes against real loopback listeners: malformed, oversized, hung and
+// refused targets each give a failure with a reason, within the deadline.
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "probes/etcd.h"
+#include "probes/http_json.h"
+#include "probes/patroni.h"
+
+namespace sbd {
+namespace {
+
+using std::chrono::milliseconds;
+
+/// An httplib server on a free loopback port, serving on a background thread.
+class LocalServer {
+ public:
+  LocalServer() {
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // Bound already: connections wait in the backlog until listen_after_bind() serves them.
+  }
+  ~LocalServer() {
+    server_.stop();
+    thread_.join();
+  }
+  httplib::Server& server() { return server_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+/// A socket that listens but never accepts or answers: a black-holed API.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(fd_, 16);
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~SilentListener() { close(fd_); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_;
+  int port_;
+};
+
+int ClosedPort() {
+  SilentListener listener;
+  const std::string url = listener.url();
+  return std::stoi(url.substr(url.rfind(':') + 1));  // closed when `listener` dies
+}
+
+ProbeFailureReason ReasonOf(const std::variant<nlohmann::json, ProbeFailure>& result) {
+  REQUIRE(std::holds_alternative<ProbeFailure>(result));
+  return std::get<ProbeFailure>(result).reason;
+}
+
+}  // namespace
+
+TEST_CASE("http probe: a JSON answer is parsed", "[http]") {
+  LocalServer server;
+  server.server().Get("/patroni", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"state":"running"})", "application/json");
+  });
+  auto result = FetchJson(server.url(), "/patroni", "", SteadyClock::now() + milliseconds(500));
+  REQUIRE(std::holds_alternative<nlohmann::json>(result));
+  CHECK(std::get<nlohmann::json>(result)["state"] == "running");
+}
+
+TEST_CASE("http probe: malformed, oversized, refused and hung targets are failures with reasons",
+          "[http]") {
+  LocalServer server;
+  server.server().Get("/broken", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"state\": \"runn", "application/json");
+  });
+  server.server().Get("/huge", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("[" + std::string(2 * kMaxResponseBytes, ' ') + "]", "application/json");
+  });
+  server.server().Get("/missing", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 404;
+    res.set_content("{}", "application/json");
+  });
+  const auto deadline = [] { return SteadyClock::now() + milliseconds(500); };
+
+  CHECK(ReasonOf(FetchJson(server.url(), "/broken", "", deadline())) ==
+        ProbeFailureReason::kProtocol);
+  CHECK(ReasonOf(FetchJson(server.url(), "/huge", "", deadline())) ==
+        ProbeFailureReason::kProtocol);
+  CHECK(ReasonOf(FetchJson(server.url(), "/missing", "", deadline())) ==
+        ProbeFailureReason::kProtocol);
+  CHECK(ReasonOf(FetchJson("http://127.0.0.1:" + std::to_string(ClosedPort()), "/patroni", "",
+                           deadline())) == ProbeFailureReason::kRefused);
+
+  SilentListener silent;
+  const auto start = SteadyClock::now();
+  CHECK(ReasonOf(FetchJson(silent.url(), "/patroni", "", start + milliseconds(300))) ==
+        ProbeFailureReason::kTimeout);
+  const double took = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  INFO("a black-holed API took " << took << " s against a 0.3 s deadline");
+  CHECK(took < 0.3 + 0.2);
+}
+
+TEST_CASE("http probe: base64 round trips and rejects garbage", "[http]") {
+  const std::vector<std::string> texts = {
+      "", "a", "ab", "abc", "/service/demo/leader", std::string("\0\xff", 2)};
+  for (const std::string& text : texts) {
+    CHECK(Base64Decode(Base64Encode(text)) == text);
+  }
+  CHECK(Base64Encode("/service/demo/leader") == "L3NlcnZpY2UvZGVtby9sZWFkZXI=");
+  CHECK_FALSE(Base64Decode("abc").has_value());
+  CHECK_FALSE(Base64Decode("!!!!").has_value());
+}
+
+TEST_CASE("http probe: URL bases drop paths and credentials", "[http]") {
+  CHECK(UrlBase("http://127.0.0.1:8008/patroni") == "http://127.0.0.1:8008");
+  CHECK(UrlBase("https://user:secret@am.example:9093/prefix") == "https://am.example:9093");
+  CHECK(UrlBase("127.0.0.1:2379") == "http://127.0.0.1:2379");
+}
+
+TEST_CASE("etcd probe: the second endpoint answers when the first is black-holed", "[http]") {
+  LocalServer etcd;
+  etcd.server().Post("/v3/kv/range", [](const httplib::Request& req, httplib::Response& res) {
+    auto body = nlohmann::json::parse(req.body);
+    CHECK(body["key"] == Base64Encode("/service/demo/"));
+    CHECK(body["range_end"] == Base64Encode("/service/demo0"));
+    nlohmann::json answer = {{"kvs",
+                              {{{"key", Base64Encode("/service/demo/leader")},
+                                {"value", Base64Encode("pg-2")},
+                                {"mod_revision", "42"},
+                                {"lease", "7587869722434566000"}}}}};
+    res.set_content(answer.dump(), "application/json");
+  });
+  etcd.server().Post(
+      "/v3/lease/timetolive", [](const httplib::Request& req, httplib::Response& res) {
+        CHECK(nlohmann::json::parse(req.body)["ID"] == "7587869722434566000");
+        res.set_content(R"({"ID":"7587869722434566000","TTL":"7","grantedTTL":"10"})",
+                        "application/json");
+      });
+  SilentListener hung;
+  EtcdScopeProbe probe({hung.url(), etcd.url()}, "/service", "demo");
+  auto result = probe.Read(SteadyClock::now() + milliseconds(800));
+  REQUIRE(std::holds_alternative<DcsView>(result));
+  const DcsView& view = std::get<DcsView>(result);
+  CHECK(view.holder == "pg-2");
+  CHECK(view.mod_revision == 42);
+  CHECK(view.lease_ttl_remaining == 7);
+  CHECK(view.lease_granted_ttl == 10);
+  CHECK(view.endpoint == etcd.url());
+}
+
+TEST_CASE("etcd probe: every endpoint down is one failure naming the last endpoint", "[http]") {
+  SilentListener hung;
+  EtcdScopeProbe probe({"http://127.0.0.1:" + std::to_string(ClosedPort()), hung.url()}, "/service",
+                       "demo");
+  const auto start = SteadyClock::now();
+  auto result = probe.Read(start + milliseconds(400));
+  REQUIRE(std::holds_alternative<ProbeFailure>(result));
+  CHECK(std::get<ProbeFailure>(result).message.find(hung.url()) == 0);
+  CHECK(SteadyClock::now() - start < milliseconds(400 + 200));
+}
+
+TEST_CASE("patroni probe: malformed claims are protocol failures", "[http]") {
+  auto missing_scope = PatroniRestProbe::ParsePatroni(
+      nlohmann::json::parse(R"({"state":"running","role":"master"})"));
+  REQUIRE(std::holds_alternative<ProbeFailure>(missing_scope));
+  CHECK(std::get<ProbeFailure>(missing_scope).reason == ProbeFailureReason::kProtocol);
+  auto not_object = PatroniRestProbe::ParsePatroni(nlohmann::json::parse("[1,2]"));
+  CHECK(std::holds_alternative<ProbeFailure>(not_object));
+  PatroniReading reading;
+  CHECK(PatroniRestProbe::ParseCluster(nlohmann::json::parse(R"({"members":"no"})"), &reading));
+}
+
+}  // namespace sbd
