@@ -37,7 +37,7 @@ EtcdScopeProbe::EtcdScopeProbe(std::vector<std::string> endpoints, std::string d
     : endpoints_(std::move(endpoints)), prefix_(dcs_namespace + "/" + scope + "/") {}
 
 std::variant<DcsView, ProbeFailure> EtcdScopeProbe::ParseRange(const nlohmann::json& body,
-                                                              const std::string& prefix) {
+                                                               const std::string& prefix) {
   if (!body.is_object()) return Malformed("range: not a JSON object");
   DcsView view;
   auto kvs = body.find("kvs");
@@ -105,7 +105,8 @@ std::variant<DcsView, ProbeFailure> EtcdScopeProbe::Read(SteadyClock::time_point
     const size_t index = (preferred_ + attempt) % endpoints_.size();
     // Each remaining endpoint gets an equal share of what is left, so one hung endpoint
     // cannot use up the whole deadline.
-    const auto share = (deadline - SteadyClock::now()) / static_cast<int>(endpoints_.size() - attempt);
+    const auto share =
+        (deadline - SteadyClock::now()) / static_cast<int>(endpoints_.size() - attempt);
     auto result = ReadFrom(endpoints_[index], SteadyClock::now() + share);
     if (std::holds_alternative<DcsView>(result)) {
       preferred_ = index;

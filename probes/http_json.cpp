@@ -68,17 +68,17 @@ std::variant<nlohmann::json, ProbeFailure> FetchJson(const std::string& base_url
   // JSON we want; any other status without JSON is a failure.
   auto json = nlohmann::json::parse(body, nullptr, false);
   if (json.is_discarded()) {
-    return ProbeFailure{ProbeFailureReason::kProtocol,
-                        request.method + " " + path + ": HTTP " + std::to_string(result->status) +
-                            " with a body that is not JSON"};
+    return ProbeFailure{ProbeFailureReason::kProtocol, request.method + " " + path + ": HTTP " +
+                                                           std::to_string(result->status) +
+                                                           " with a body that is not JSON"};
   }
   if (result->status == 401 || result->status == 403) {
-    return ProbeFailure{ProbeFailureReason::kAuth, request.method + " " + path + ": HTTP " +
-                                                      std::to_string(result->status)};
+    return ProbeFailure{ProbeFailureReason::kAuth,
+                        request.method + " " + path + ": HTTP " + std::to_string(result->status)};
   }
   if (result->status >= 300 && result->status != 503) {
-    return ProbeFailure{ProbeFailureReason::kProtocol, request.method + " " + path + ": HTTP " +
-                                                          std::to_string(result->status)};
+    return ProbeFailure{ProbeFailureReason::kProtocol,
+                        request.method + " " + path + ": HTTP " + std::to_string(result->status)};
   }
   return json;
 }

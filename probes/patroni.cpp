@@ -10,9 +10,7 @@ ProbeFailure Malformed(const std::string& what) {
 }
 
 // Patroni 3.0 still says "master"; newer releases say "primary". One word for both.
-std::string NormalizeRole(const std::string& role) {
-  return role == "master" ? "primary" : role;
-}
+std::string NormalizeRole(const std::string& role) { return role == "master" ? "primary" : role; }
 
 std::string Text(const nlohmann::json& object, const char* key) {
   auto it = object.find(key);

@@ -65,17 +65,17 @@ struct PatroniClusterMember {
 
 /// What a member's Patroni says about itself (GET /patroni) and its cluster (GET /cluster).
 struct PatroniReading {
-  std::string state;              ///< running, starting, stopped, ...
-  std::string role;               ///< normalized: "primary" (also for Patroni's "master"),
-                                  ///< "replica", "standby_leader", ...
+  std::string state;  ///< running, starting, stopped, ...
+  std::string role;   ///< normalized: "primary" (also for Patroni's "master"),
+                      ///< "replica", "standby_leader", ...
   std::int64_t timeline = 0;
-  std::string system_identifier;  ///< database_system_identifier
-  std::string scope;              ///< patroni.scope
-  std::string name;               ///< patroni.name
+  std::string system_identifier;        ///< database_system_identifier
+  std::string scope;                    ///< patroni.scope
+  std::string name;                     ///< patroni.name
   std::optional<double> dcs_last_seen;  ///< unix seconds of its last successful DCS contact
   bool pause = false;
   bool cluster_unlocked = false;
-  std::string cluster_leader;     ///< the member /cluster names as leader, if any
+  std::string cluster_leader;  ///< the member /cluster names as leader, if any
   std::vector<PatroniClusterMember> cluster_members;
 };
 
@@ -96,7 +96,7 @@ struct DcsView {
   std::string lease_id;           ///< the leader key's lease (decimal text), "0" for none
   std::int64_t lease_ttl_remaining = -1;  ///< seconds left on the lease; -1 unknown/expired
   std::int64_t lease_granted_ttl = -1;
-  std::string initialize;         ///< the system identifier the scope was bootstrapped with
+  std::string initialize;  ///< the system identifier the scope was bootstrapped with
   std::optional<std::int64_t> config_ttl;  ///< ttl from the scope's config key
   std::vector<DcsMember> members;
 };
