@@ -1,9 +1,5 @@
 // Integration tests against real PostgreSQL 15 servers started by tests/support/pg_sandbox.
-#include <fcntl.h>
-#include <httplib.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -13,16 +9,22 @@
 
 #include "detector/config.h"
 #include "detector/scheduler.h"
+#include "tests/support/detector_process.h"
 #include "tests/support/pg_sandbox.h"
 #include "tests/support/process.h"
 
 namespace sbd {
 namespace {
 
+using sbd::testing::DetectorProcess;
+using sbd::testing::HasLine;
+using sbd::testing::HttpGet;
+using sbd::testing::MetricValue;
 using sbd::testing::PgInstance;
 using sbd::testing::PgSandbox;
 using sbd::testing::RunCommand;
 using sbd::testing::WaitFor;
+using sbd::testing::WriteFile;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -57,12 +59,6 @@ ValidatedConfig MustParse(const std::string& yaml) {
   return std::get<ValidatedConfig>(std::move(result));
 }
 
-std::string WriteFile(const std::string& dir, const std::string& name, const std::string& text) {
-  const std::string path = dir + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
-
 const ClusterSnapshot& Find(const std::vector<ClusterSnapshot>& all, const std::string& name) {
   for (const auto& c : all) {
     if (c.spec.name == name) return c;
@@ -76,66 +72,6 @@ const PostgresReading& LastReading(const ClusterSnapshot& c, const std::string& 
 
 Verdict VerdictOf(const Scheduler& s, const std::string& cluster) {
   return Find(s.Snapshot(), cluster).assessment.verdict;
-}
-
-/// The real binary in the background, its output in a file. Killed on destruction.
-class DetectorProcess {
- public:
-  DetectorProcess(const std::vector<std::string>& args, std::string log_path)
-      : log_path_(std::move(log_path)) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> argv;
-      std::string binary = SBD_BINARY;
-      argv.push_back(binary.data());
-      std::vector<std::string> copy = args;
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~DetectorProcess() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  void Signal(int sig) { kill(pid_, sig); }
-  std::string Log() const {
-    std::ifstream in(log_path_);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
- private:
-  pid_t pid_;
-  std::string log_path_;
-};
-
-std::string Get(int port, const std::string& path) {
-  httplib::Client client("127.0.0.1", port);
-  client.set_connection_timeout(2);
-  client.set_read_timeout(5);
-  auto res = client.Get(path.c_str());
-  return res && res->status == 200 ? res->body : "";
-}
-
-bool HasLine(const std::string& body, const std::string& line) {
-  std::istringstream in(body);
-  for (std::string l; std::getline(in, l);) {
-    if (l == line) return true;
-  }
-  return false;
-}
-
-// The value of one series in an exposition, or -1 when absent.
-double MetricValue(const std::string& body, const std::string& series) {
-  std::istringstream in(body);
-  for (std::string l; std::getline(in, l);) {
-    if (l.rfind(series + " ", 0) == 0) return std::stod(l.substr(series.size() + 1));
-  }
-  return -1;
 }
 
 }  // namespace
@@ -344,12 +280,13 @@ TEST_CASE("postgres: /metrics follows the verdict, drops departed members and le
   const std::string config = WriteFile(sandbox.root(), "detector.yml", yaml);
   const int port = sbd::testing::FreeLoopbackPort();
   DetectorProcess detector(
+      SBD_BINARY,
       {"--config.file=" + config, "--web.listen-address=127.0.0.1:" + std::to_string(port)},
       sandbox.root() + "/detector.log");
-  REQUIRE(WaitFor([&] { return Get(port, "/-/ready") == "Ready\n"; }, seconds(15)));
-  CHECK(Get(port, "/-/healthy") == "Healthy\n");
+  REQUIRE(WaitFor([&] { return HttpGet(port, "/-/ready") == "Ready\n"; }, seconds(15)));
+  CHECK(HttpGet(port, "/-/healthy") == "Healthy\n");
 
-  std::string metrics = Get(port, "/metrics");
+  std::string metrics = HttpGet(port, "/metrics");
   INFO(metrics);
   CHECK(HasLine(metrics, "splitbrain_cluster_verdict{cluster=\"demo\",verdict=\"healthy\"} 1"));
   CHECK(HasLine(metrics, "splitbrain_cluster_verdict{cluster=\"demo\",verdict=\"split_brain\"} 0"));
@@ -372,18 +309,18 @@ TEST_CASE("postgres: /metrics follows the verdict, drops departed members and le
   const std::string sysid = a.Query("SELECT system_identifier FROM pg_control_system()");
   REQUIRE(WaitFor(
       [&] {
-        return HasLine(Get(port, "/metrics"),
+        return HasLine(HttpGet(port, "/metrics"),
                        "splitbrain_cluster_verdict{cluster=\"demo\",verdict=\"split_brain\"} 1");
       },
       seconds(10)));
-  metrics = Get(port, "/metrics");
+  metrics = HttpGet(port, "/metrics");
   CHECK(
       HasLine(metrics, "splitbrain_cluster_writable_members{cluster=\"demo\",system_identifier=\"" +
                            sysid + "\"} 2"));
   CHECK(HasLine(metrics, "splitbrain_member_timeline{cluster=\"demo\",member=\"pg-b\"} 2"));
   CHECK(MetricValue(metrics,
                     "splitbrain_confirmations_total{cluster=\"demo\",result=\"confirmed\"}") >= 1);
-  auto status = nlohmann::json::parse(Get(port, "/status"));
+  auto status = nlohmann::json::parse(HttpGet(port, "/status"));
   CHECK(status["clusters"][0]["verdict"] == "split_brain");
   CHECK(status["clusters"][0]["members"][1]["timeline"] == 2);
 
@@ -391,24 +328,26 @@ TEST_CASE("postgres: /metrics follows the verdict, drops departed members and le
   WriteFile(sandbox.root(), "detector.yml", "clusters: [\n");
   detector.Signal(SIGHUP);
   REQUIRE(WaitFor(
-      [&] { return HasLine(Get(port, "/metrics"), "splitbrain_config_last_reload_successful 0"); },
+      [&] {
+        return HasLine(HttpGet(port, "/metrics"), "splitbrain_config_last_reload_successful 0");
+      },
       seconds(10)));
-  CHECK(Get(port, "/metrics").find("member=\"pg-b\"") != std::string::npos);
+  CHECK(HttpGet(port, "/metrics").find("member=\"pg-b\"") != std::string::npos);
 
   // A good reload without pg-b: its series disappear.
   WriteFile(sandbox.root(), "detector.yml", ConfigYaml(sandbox, {{"demo", {&a}}}));
   detector.Signal(SIGHUP);
   REQUIRE(WaitFor(
       [&] {
-        const std::string body = Get(port, "/metrics");
+        const std::string body = HttpGet(port, "/metrics");
         return HasLine(body, "splitbrain_config_last_reload_successful 1") &&
                body.find("member=\"pg-b\"") == std::string::npos &&
                HasLine(body, "splitbrain_cluster_verdict{cluster=\"demo\",verdict=\"healthy\"} 1");
       },
       seconds(10)));
 
-  for (const std::string& body : {Get(port, "/metrics"), Get(port, "/status"),
-                                  Get(port, "/status?format=text"), detector.Log()}) {
+  for (const std::string& body : {HttpGet(port, "/metrics"), HttpGet(port, "/status"),
+                                  HttpGet(port, "/status?format=text"), detector.Log()}) {
     CHECK(body.find(PgSandbox::kMonitorPassword) == std::string::npos);
   }
 }

@@ -1,0 +1,80 @@
+#include "tests/support/detector_process.h"
+
+#include <fcntl.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace sbd::testing {
+
+DetectorProcess::DetectorProcess(const std::string& binary, const std::vector<std::string>& args,
+                                 std::string log_path)
+    : log_path_(std::move(log_path)) {
+  pid_ = fork();
+  if (pid_ == 0) {
+    int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<std::string> copy = args;
+    std::string path = binary;
+    std::vector<char*> argv = {path.data()};
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+}
+
+DetectorProcess::~DetectorProcess() { Kill(); }
+
+void DetectorProcess::Signal(int sig) {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+void DetectorProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+std::string DetectorProcess::Log() const {
+  std::ifstream in(log_path_);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(2);
+  client.set_read_timeout(5);
+  auto res = client.Get(path.c_str());
+  return res && res->status == 200 ? res->body : "";
+}
+
+bool HasLine(const std::string& body, const std::string& line) {
+  std::istringstream in(body);
+  for (std::string l; std::getline(in, l);) {
+    if (l == line) return true;
+  }
+  return false;
+}
+
+double MetricValue(const std::string& body, const std::string& series) {
+  std::istringstream in(body);
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind(series + " ", 0) == 0) return std::stod(l.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+std::string WriteFile(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace sbd::testing
