@@ -88,8 +88,10 @@ std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alert
     case Verdict::kSplitBrain: {
       std::string summary =
           "Split brain in " + c.spec.name + ": " + Join(a.writable) + " writable at once";
-      if (!a.zombies.empty())
-        summary += "; zombie " + Join(a.zombies) + ", lock holder " + a.lock_holder;
+      if (!a.zombies.empty()) {
+        summary += "; zombie " + Join(a.zombies) + ", lock holder " +
+                   (a.lock_holder.empty() ? "unknown" : a.lock_holder);
+      }
       firing.push_back(
           Make(c, alerting, links, "SplitBrain", "critical", summary, "split-brain.md"));
       break;

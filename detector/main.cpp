@@ -243,8 +243,13 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
   };
 
   sbd::Exporter::Sources sources;
-  sources.metrics = std::make_shared<sbd::DetectorCollector>([&] { return current()->Snapshot(); },
-                                                             &reload_status);
+  sources.metrics = std::make_shared<sbd::DetectorCollector>(
+      [&] { return current()->Snapshot(); }, &reload_status,
+      [&] {
+        std::lock_guard<std::mutex> lock(alert_mu);
+        return alert_path && alert_path->pusher ? alert_path->pusher->Stats()
+                                                : std::vector<sbd::AlertmanagerStats>{};
+      });
   sources.status = [&](bool as_text) {
     const auto snapshot = current()->Snapshot();
     return as_text ? sbd::StatusText(snapshot) : sbd::StatusJson(snapshot).dump(2) + "\n";

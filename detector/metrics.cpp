@@ -279,7 +279,24 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
                     &last_ok,
                     &duration,
                     &probes,
-                    &failures}) {
+                    &failures,
+                    &cluster_info,
+                    &lock_up,
+                    &lock_failures,
+                    &lock_success,
+                    &lock_holder,
+                    &lease_left,
+                    &lock_revision,
+                    &holds_lock,
+                    &zombie,
+                    &patroni_up,
+                    &patroni_failures,
+                    &dcs_last_seen,
+                    &pushes,
+                    &push_failures,
+                    &alerts_sent,
+                    &alerts_dropped,
+                    &push_success}) {
     out.push_back(f->Take());
   }
   return out;

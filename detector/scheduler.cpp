@@ -228,8 +228,10 @@ Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
   };
 
   // Everything starts before anything is awaited: lock store, PostgreSQL and REST together.
+  // The lock store is re-read at confirmation too: a failover's new holder takes the key
+  // just before it promotes, so the first round may have read the key before it existed.
   std::optional<std::future<DcsResult>> dcs;
-  if (cluster.dcs_probe && !confirmation) {
+  if (cluster.dcs_probe) {
     dcs = Launch<DcsResult>(cluster.dcs_busy,
                             [&cluster, deadline] { return cluster.dcs_probe->Read(deadline); });
   }
@@ -261,7 +263,7 @@ Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
     }
     out.members.push_back(std::move(obs));
   }
-  if (cluster.dcs_probe && !confirmation) {
+  if (cluster.dcs_probe) {
     out.dcs = collect(dcs, [](const char* why) {
       return DcsResult(ProbeFailure{ProbeFailureReason::kTimeout, why});
     });
@@ -304,6 +306,10 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
     candidate = true;
     RoundReadings reprobe = ProbeRound(cluster, again, true);
     confirmed = !ConfirmedWritable(reprobe.members, lineage).empty();
+    if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
+      readings.dcs = std::move(reprobe.dcs);
+      dcs = &*readings.dcs;
+    }
     // The re-probe is the fresher reading: it replaces the first one, keeping the claim.
     for (size_t i = 0; i < again.size(); ++i) {
       reprobe.members[i].patroni = std::move(round[again[i]].patroni);

@@ -187,10 +187,29 @@ Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round
     }
     a.unreadable.push_back(obs.member);
     const MemberHistory* h = Find(history, obs.member);
-    // Unreadable now, and the last time we could read it, it was writable in this lineage.
+    // Unreadable now, the last time we could read it it was writable in this lineage, and the
+    // failure does not rule writes out (a planned switchover's shutdown does).
     if (h != nullptr && h->last_known_writable() &&
-        h->last_reading->system_identifier == a.lineage) {
+        h->last_reading->system_identifier == a.lineage && !RulesOutWrites(obs.failure()->reason)) {
       a.suspects.push_back(obs.member);
+    }
+  }
+
+  if (a.lock_readable && !a.lock_holder.empty()) {
+    for (const auto& member : a.writable) {
+      if (member != a.lock_holder) a.zombies.push_back(member);
+    }
+  } else if (spec.kind == ClusterKind::kPatroni && a.writable.size() >= 2) {
+    // No holder to compare with: Patroni promotes onto a new timeline, so the writable
+    // members behind the newest timeline are the zombies.
+    std::map<std::string, std::int64_t> timelines;
+    std::int64_t newest = 0;
+    for (const auto& obs : round) {
+      if (obs.seen_writable()) timelines[obs.member] = obs.reading()->timeline;
+    }
+    for (const auto& member : a.writable) newest = std::max(newest, timelines[member]);
+    for (const auto& member : a.writable) {
+      if (timelines[member] < newest) a.zombies.push_back(member);
     }
   }
 
@@ -199,6 +218,15 @@ Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round
     a.verdict = Verdict::kSplitBrain;
     summary << a.writable.size() << " members writable at once in lineage " << a.lineage << ": "
             << Join(a.writable) << " (confirmed by an overlapping re-probe)";
+    if (!a.zombies.empty() && !a.lock_holder.empty()) {
+      summary << "; lock held by " << a.lock_holder << ", zombie: " << Join(a.zombies);
+    } else if (!a.zombies.empty()) {
+      summary << "; no lock holder readable, zombie by older timeline: " << Join(a.zombies);
+    }
+  } else if (a.writable.size() == 1 && !a.zombies.empty()) {
+    a.verdict = Verdict::kSuspected;
+    summary << a.writable.front() << " is writable but " << a.lock_holder
+            << " holds the lock: a zombie primary, or a failover in progress";
   } else if (a.writable.size() >= 2) {
     a.verdict = Verdict::kSuspected;
     summary << "writable readings of " << Join(a.writable)

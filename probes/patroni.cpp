@@ -39,9 +39,8 @@ std::variant<PatroniReading, ProbeFailure> PatroniRestProbe::ParsePatroni(
     reading.scope = Text(*it, "scope");
     reading.name = Text(*it, "name");
   }
-  if (reading.scope.empty() || reading.name.empty()) {
-    return Malformed("/patroni: no patroni.scope or patroni.name");
-  }
+  // Patroni 3.0 reports its scope but not its own name here (later releases add it).
+  if (reading.scope.empty()) return Malformed("/patroni: no patroni.scope");
   if (auto it = body.find("dcs_last_seen"); it != body.end() && it->is_number()) {
     reading.dcs_last_seen = it->get<double>();
   }

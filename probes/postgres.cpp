@@ -57,7 +57,11 @@ ProbeFailureReason ClassifyConnectError(const std::string& message) {
 ProbeFailureReason ClassifySqlState(const std::string& sqlstate) {
   if (sqlstate == "57014") return ProbeFailureReason::kTimeout;  // statement_timeout
   if (sqlstate.rfind("28", 0) == 0 || sqlstate == "42501") return ProbeFailureReason::kAuth;
-  if (sqlstate == "57P03") return ProbeFailureReason::kStarting;
+  // cannot_connect_now, admin_shutdown, crash_shutdown: the server itself is going down or
+  // coming up, so it accepts no writes (unlike a connection cut somewhere on the network).
+  if (sqlstate == "57P03" || sqlstate == "57P01" || sqlstate == "57P02") {
+    return ProbeFailureReason::kStarting;
+  }
   if (sqlstate.rfind("08", 0) == 0 || sqlstate.rfind("57P", 0) == 0) {
     return ProbeFailureReason::kConnectionLost;
   }

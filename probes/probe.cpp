@@ -28,6 +28,10 @@ const char* ReasonName(ProbeFailureReason reason) {
   return "internal";
 }
 
+bool RulesOutWrites(ProbeFailureReason reason) {
+  return reason == ProbeFailureReason::kRefused || reason == ProbeFailureReason::kStarting;
+}
+
 void StartGate::ArriveAndWait(SteadyClock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   if (--waiting_for_ <= 0) {

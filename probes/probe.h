@@ -29,6 +29,11 @@ enum class ProbeFailureReason {
   kInternal,        ///< anything else; the message says what
 };
 
+/// True when the failure itself shows the server accepts no writes: nothing listens, or the
+/// server says it is starting up or shutting down. A timeout, a cut connection or an
+/// unreachable host leaves the question open: such a member may still be writable.
+bool RulesOutWrites(ProbeFailureReason reason);
+
 /// Stable snake_case name used in metrics labels and logs.
 const char* ReasonName(ProbeFailureReason reason);
 
@@ -71,7 +76,7 @@ struct PatroniReading {
   std::int64_t timeline = 0;
   std::string system_identifier;        ///< database_system_identifier
   std::string scope;                    ///< patroni.scope
-  std::string name;                     ///< patroni.name
+  std::string name;                     ///< patroni.name (Patroni 3.0 omits it: may be empty)
   std::optional<double> dcs_last_seen;  ///< unix seconds of its last successful DCS contact
   bool pause = false;
   bool cluster_unlocked = false;

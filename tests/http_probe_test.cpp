@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <thread>
 
+#include "detector/scheduler.h"
 #include "probes/etcd.h"
 #include "probes/http_json.h"
 #include "probes/patroni.h"
@@ -185,6 +187,71 @@ TEST_CASE("patroni probe: malformed claims are protocol failures", "[http]") {
   CHECK(std::holds_alternative<ProbeFailure>(not_object));
   PatroniReading reading;
   CHECK(PatroniRestProbe::ParseCluster(nlohmann::json::parse(R"({"members":"no"})"), &reading));
+}
+
+}  // namespace sbd
+
+namespace sbd {
+namespace {
+
+nlohmann::json Recorded(const std::string& name) {
+  std::ifstream in(std::string(SBD_TESTDATA_DIR) + "/patroni/" + name);
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+TEST_CASE("patroni probe: Patroni 3.0.2's recorded answers parse", "[http]") {
+  auto leader = PatroniRestProbe::ParsePatroni(Recorded("patroni-leader.json"));
+  REQUIRE(std::holds_alternative<PatroniReading>(leader));
+  const auto& l = std::get<PatroniReading>(leader);
+  CHECK(l.role == "primary");  // 3.0.2 says "master"
+  CHECK(l.state == "running");
+  CHECK(l.scope == "sbd-selftest");
+  CHECK(l.timeline == 1);
+  CHECK(l.system_identifier == "7713570374210613906");
+  CHECK(l.dcs_last_seen.has_value());
+
+  auto replica = PatroniRestProbe::ParsePatroni(Recorded("patroni-replica.json"));
+  REQUIRE(std::holds_alternative<PatroniReading>(replica));
+  CHECK(std::get<PatroniReading>(replica).role == "replica");
+
+  PatroniReading reading;
+  CHECK_FALSE(PatroniRestProbe::ParseCluster(Recorded("cluster.json"), &reading));
+  CHECK(reading.cluster_leader == "node1");
+  CHECK(reading.cluster_members.size() == 3);
+  CHECK(reading.cluster_members[1].state == "running");
+}
+
+TEST_CASE("etcd probe: recorded ranges give holder, revision, lineage and members", "[http]") {
+  auto all = EtcdScopeProbe::ParseRange(Recorded("etcd-range-all.json"), "/service/sbd-selftest/");
+  REQUIRE(std::holds_alternative<DcsView>(all));
+  const DcsView& view = std::get<DcsView>(all);
+  CHECK(view.holder == "node1");
+  CHECK(view.mod_revision > 0);
+  CHECK(view.lease_id != "0");
+  CHECK(view.initialize == "7713570374210613906");
+  CHECK(view.config_ttl == 10);
+  REQUIRE(view.members.size() == 3);
+  CHECK(view.members[0].conn_url.rfind("postgres://127.0.0.1:", 0) == 0);
+  CHECK(view.members[0].api_url.find("/patroni") != std::string::npos);
+
+  // Discovery turns a registered member into a probe target without any secret.
+  ClusterSpec spec;
+  spec.discovery.enabled = true;
+  spec.discovery.dsn = "user=splitbrain dbname=postgres";
+  spec.discovery.password_file = "/etc/splitbrain/pass";
+  auto member = DiscoveredMember(spec, view.members[0]);
+  REQUIRE(member);
+  CHECK(member->name == "node1");
+  CHECK(member->dsn.find("host='127.0.0.1' port='") == 0);
+  CHECK(member->patroni_url.rfind("http://127.0.0.1:", 0) == 0);
+  CHECK(member->discovered);
+
+  auto frozen = EtcdScopeProbe::ParseRange(Recorded("etcd-range-leader-during-freeze.json"),
+                                           "/service/sbd-selftest/");
+  REQUIRE(std::holds_alternative<DcsView>(frozen));
 }
 
 }  // namespace sbd

@@ -304,6 +304,10 @@ TEST_CASE("postgres: /metrics follows the verdict, drops departed members and le
   auto lint = RunCommand({"sh", "-c", "promtool check metrics < " + metrics_file});
   INFO(lint.output);
   CHECK(lint.exit_code == 0);
+  // Every metric the shipped rules and dashboard use is in this real exposition.
+  auto dashboards = RunCommand({SBD_SOURCE_DIR "/tests/check-dashboards", metrics_file});
+  INFO(dashboards.output);
+  CHECK(dashboards.exit_code == 0);
 
   b.Promote();
   const std::string sysid = a.Query("SELECT system_identifier FROM pg_control_system()");

@@ -131,6 +131,30 @@ TEST_CASE("verdict: every verdict from a table of rounds", "[verdict]") {
        {},
        {},
        ""},
+      {"an old primary that is shutting down is no suspect (a planned switchover)",
+       {{Read("a", true), Read("b", false), Read("c", false)},
+        {Fail("a", ProbeFailureReason::kStarting), Read("b", true), Read("c", false)}},
+       false,
+       Verdict::kUnknown,
+       {"b"},
+       {},
+       {}},
+      {"an old primary that refuses connections is no suspect",
+       {{Read("a", true), Read("b", false), Read("c", false)},
+        {Fail("a", ProbeFailureReason::kRefused), Read("b", true), Read("c", false)}},
+       false,
+       Verdict::kUnknown,
+       {"b"},
+       {},
+       {}},
+      {"an old primary whose connection was cut stays a suspect",
+       {{Read("a", true), Read("b", false), Read("c", false)},
+        {Fail("a", ProbeFailureReason::kConnectionLost), Read("b", true), Read("c", false)}},
+       false,
+       Verdict::kSuspected,
+       {"b"},
+       {},
+       {"a"}},
       {"the only primary became unreadable: unknown, with it as suspect",
        {{Read("a", true), Read("b", false), Read("c", false)},
         {Fail("a"), Read("b", false), Read("c", false)}},
@@ -166,6 +190,65 @@ TEST_CASE("verdict: every verdict from a table of rounds", "[verdict]") {
       CHECK(a.lineage == row.lineage);
     }
   }
+}
+
+TEST_CASE("verdict: Patroni's lock names the zombie; without a holder the older timeline does",
+          "[verdict]") {
+  ClusterSpec spec = Cluster({"a", "b", "c"});
+  spec.kind = ClusterKind::kPatroni;
+  spec.scope = "orders";
+  const std::vector<Observation> round = {Read("a", true, kLineage, 0, 10, 1),
+                                          Read("b", true, kLineage, 0, 10, 2), Read("c", false)};
+  ClusterHistory history;
+  for (const auto& obs : round)
+    RecordObservation(history.members[obs.member], obs, WallClock::now());
+
+  DcsView view;
+  view.holder = "b";
+  DcsResult dcs = view;
+  Assessment held = Assess(spec, round, history, true, &dcs);
+  CHECK(held.verdict == Verdict::kSplitBrain);
+  CHECK(held.lock_holder == "b");
+  CHECK(held.zombies == std::vector<std::string>{"a"});
+
+  view.holder = "";
+  dcs = view;
+  Assessment unheld = Assess(spec, round, history, true, &dcs);
+  CHECK(unheld.zombies == std::vector<std::string>{"a"});
+  CHECK(unheld.summary.find("older timeline") != std::string::npos);
+
+  DcsResult down = ProbeFailure{ProbeFailureReason::kTimeout, "etcd down"};
+  Assessment unreadable = Assess(spec, round, history, true, &down);
+  CHECK_FALSE(unreadable.lock_readable);
+  CHECK(unreadable.lock_error == "etcd down");
+  CHECK(unreadable.verdict == Verdict::kSplitBrain);
+
+  // One writable member that is not the holder: a zombie, or a failover half done.
+  const std::vector<Observation> half = {Read("a", true), Read("b", false), Read("c", false)};
+  view.holder = "b";
+  dcs = view;
+  Assessment zombie = Assess(spec, half, history, false, &dcs);
+  CHECK(zombie.verdict == Verdict::kSuspected);
+  CHECK(zombie.zombies == std::vector<std::string>{"a"});
+}
+
+TEST_CASE("verdict: a member whose Patroni claims another scope is drift when writable",
+          "[verdict]") {
+  ClusterSpec spec = Cluster({"a", "b", "x"});
+  spec.kind = ClusterKind::kPatroni;
+  spec.scope = "orders";
+  std::vector<Observation> round = {Read("a", true), Read("b", false), Read("x", true)};
+  PatroniReading claim;
+  claim.scope = "other";
+  round[2].patroni = claim;
+  ClusterHistory history;
+  for (const auto& obs : round)
+    RecordObservation(history.members[obs.member], obs, WallClock::now());
+  Assessment a = Assess(spec, round, history, false);
+  CHECK(a.verdict == Verdict::kDrift);
+  CHECK(a.drift == std::vector<std::string>{"x"});
+  CHECK(a.other_scope == std::vector<std::string>{"x"});
+  CHECK(a.writable == std::vector<std::string>{"a"});
 }
 
 TEST_CASE("verdict: a failed probe is never counted as writable or not writable", "[verdict]") {

@@ -147,13 +147,13 @@ std::string Tail(const std::string& path, int lines) {
 }
 
 std::string Base64Encode(const std::string& in) {
-  static const char* kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   size_t i = 0;
   for (; i + 2 < in.size(); i += 3) {
     unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
-                 (static_cast<unsigned char>(in[i + 1]) << 8) | static_cast<unsigned char>(in[i + 2]);
+                 (static_cast<unsigned char>(in[i + 1]) << 8) |
+                 static_cast<unsigned char>(in[i + 2]);
     out += kAlphabet[(v >> 18) & 63];
     out += kAlphabet[(v >> 12) & 63];
     out += kAlphabet[(v >> 6) & 63];
@@ -165,8 +165,8 @@ std::string Base64Encode(const std::string& in) {
     out += kAlphabet[(v >> 12) & 63];
     out += "==";
   } else if (i + 2 == in.size()) {
-    unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
-                 (static_cast<unsigned char>(in[i + 1]) << 8);
+    unsigned v =
+        (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8);
     out += kAlphabet[(v >> 18) & 63];
     out += kAlphabet[(v >> 12) & 63];
     out += kAlphabet[(v >> 6) & 63];
@@ -261,9 +261,14 @@ pid_t SpawnDaemon(const std::vector<std::string>& argv_in, const std::string& lo
     passwd* pw = ::getpwuid(::geteuid());
     user = pw != nullptr ? pw->pw_name : "nobody";
   }
-  std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
-                                  "HOME=" + home, "USER=" + user, "LOGNAME=" + user,
-                                  "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"};
+  std::vector<std::string> env = {
+      "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+      "HOME=" + home,
+      "USER=" + user,
+      "LOGNAME=" + user,
+      "LANG=C.UTF-8",
+      "PYTHONUNBUFFERED=1",
+      "PYTHONFAULTHANDLER=1"};
   if (const char* tz = std::getenv("TZ"); tz != nullptr) env.push_back(std::string("TZ=") + tz);
 
   std::vector<std::string> argv = argv_in;
@@ -482,10 +487,10 @@ EtcdServer::EtcdServer(const std::string& dir)
       continue;
     }
     throw std::runtime_error("EtcdServer: etcd on 127.0.0.1:" + std::to_string(client_port_) +
-                             (exited ? " " + how : std::string(" is not ready after ") +
-                                                       std::to_string(kEtcdReadyDeadline.count() /
-                                                                      1000) +
-                                                       " s") +
+                             (exited
+                                  ? " " + how
+                                  : std::string(" is not ready after ") +
+                                        std::to_string(kEtcdReadyDeadline.count() / 1000) + " s") +
                              "\n--- last lines of " + log_file_ + " ---\n" + LogTail());
   }
 }
@@ -504,11 +509,28 @@ std::string EtcdServer::endpoint() const {
 void EtcdServer::Spawn() {
   const std::string client_url = endpoint();
   const std::string peer_url = "http://127.0.0.1:" + std::to_string(peer_port_);
-  pid_ = SpawnDaemon({"etcd", "--name", "sbd-etcd", "--data-dir", data_dir_, "--listen-client-urls",
-                      client_url, "--advertise-client-urls", client_url, "--listen-peer-urls",
-                      peer_url, "--initial-advertise-peer-urls", peer_url, "--initial-cluster",
-                      "sbd-etcd=" + peer_url, "--initial-cluster-state", "new",
-                      "--initial-cluster-token", "sbd-test", "--logger", "zap", "--log-outputs",
+  pid_ = SpawnDaemon({"etcd",
+                      "--name",
+                      "sbd-etcd",
+                      "--data-dir",
+                      data_dir_,
+                      "--listen-client-urls",
+                      client_url,
+                      "--advertise-client-urls",
+                      client_url,
+                      "--listen-peer-urls",
+                      peer_url,
+                      "--initial-advertise-peer-urls",
+                      peer_url,
+                      "--initial-cluster",
+                      "sbd-etcd=" + peer_url,
+                      "--initial-cluster-state",
+                      "new",
+                      "--initial-cluster-token",
+                      "sbd-test",
+                      "--logger",
+                      "zap",
+                      "--log-outputs",
                       "stderr"},
                      log_file_, /*as_postgres=*/false, dir_);
 }
@@ -587,8 +609,8 @@ std::string PatroniMember::RestUrl() const {
 }
 
 std::string PatroniMember::MonitorDsn() const {
-  return "host=127.0.0.1 port=" + std::to_string(pg_port) + " user=" +
-         PatroniCluster::kMonitorUser + " dbname=postgres";
+  return "host=127.0.0.1 port=" + std::to_string(pg_port) +
+         " user=" + PatroniCluster::kMonitorUser + " dbname=postgres";
 }
 
 std::string PatroniMember::SuperuserDsn() const {
@@ -655,6 +677,10 @@ PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& s
       m.data_dir = m.dir + "/data";
       m.config_file = m.dir + "/patroni.yml";
       m.log_file = m.dir + "/patroni.log";
+      // PostgreSQL's unix socket lives in the member dir: sun_path holds 107 characters.
+      if (m.dir.size() + std::strlen("/.s.PGSQL.65535") > 107) {
+        throw std::invalid_argument("root_dir too long for a unix socket path: " + m.dir);
+      }
       if (fs::exists(m.dir)) {
         throw std::runtime_error("member dir " + m.dir + " already exists");
       }
@@ -701,7 +727,9 @@ PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& s
 
 PatroniCluster::~PatroniCluster() { StopAll(); }
 
-std::string PatroniCluster::KeyPrefix() const { return std::string(kNamespace) + "/" + scope_ + "/"; }
+std::string PatroniCluster::KeyPrefix() const {
+  return std::string(kNamespace) + "/" + scope_ + "/";
+}
 
 void PatroniCluster::WriteConfig(const PatroniMember& m) const {
   const std::string rest = "127.0.0.1:" + std::to_string(m.rest_port);
@@ -753,6 +781,9 @@ void PatroniCluster::WriteConfig(const PatroniMember& m) const {
     << "  parameters:\n"
     << "    unix_socket_directories: " << Quoted(m.dir) << "\n"
     << "    shared_buffers: 32MB\n"
+    << "    min_wal_size: 32MB\n"
+    << "    max_wal_size: 64MB\n"
+    << "    wal_recycle: 'off'\n"
     << "    log_line_prefix: '%m [%p] %q%u@%d '\n"
     << "  pg_hba:\n"
     << "  - local all all trust\n"
@@ -821,10 +852,23 @@ std::string PatroniCluster::Leader() const {
 bool PatroniCluster::TryQuery(const std::string& name, const std::string& sql, std::string* out,
                               seconds timeout) const {
   const PatroniMember& m = member(name);
-  const std::vector<std::string> argv = {PgBin("psql"), "-X", "-A", "-t", "-q", "-v",
-                                         "ON_ERROR_STOP=1", "-h", m.dir, "-p",
-                                         std::to_string(m.pg_port), "-U", "postgres", "-d",
-                                         "postgres", "-c", sql};
+  const std::vector<std::string> argv = {PgBin("psql"),
+                                         "-X",
+                                         "-A",
+                                         "-t",
+                                         "-q",
+                                         "-v",
+                                         "ON_ERROR_STOP=1",
+                                         "-h",
+                                         m.dir,
+                                         "-p",
+                                         std::to_string(m.pg_port),
+                                         "-U",
+                                         "postgres",
+                                         "-d",
+                                         "postgres",
+                                         "-c",
+                                         sql};
   SplitCommandResult r = RunCommandSplit(argv, /*as_postgres=*/true, timeout);
   if (r.exit_code != 0) {
     if (out != nullptr) {
@@ -921,15 +965,14 @@ void PatroniCluster::EnsureMonitorRole() {
                     "') THEN CREATE ROLE " + user + " LOGIN; END IF; END$$;");
   Query(leader, "ALTER ROLE " + user + " LOGIN PASSWORD '" + pass + "'");
   Query(leader, "SET client_min_messages = warning; GRANT pg_monitor TO " + user + ";");
-  Query(leader, "GRANT EXECUTE ON FUNCTION pg_control_system(), pg_control_checkpoint() TO " +
-                    user);
+  Query(leader,
+        "GRANT EXECUTE ON FUNCTION pg_control_system(), pg_control_checkpoint() TO " + user);
 }
 
 void PatroniCluster::WaitHealthy(seconds deadline) {
   const auto end = Clock::now() + deadline;
   auto left = [&] {
-    return std::max(milliseconds(0),
-                    std::chrono::duration_cast<milliseconds>(end - Clock::now()));
+    return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(end - Clock::now()));
   };
   std::string why;
   bool healthy = WaitFor(
@@ -956,8 +999,16 @@ void PatroniCluster::WaitHealthy(seconds deadline) {
       [&] {
         for (const auto& m : members_) {
           const std::vector<std::string> argv = {
-              PgBin("psql"), "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d",
-              m.MonitorDsn() + " password=" + kMonitorPassword + " connect_timeout=5", "-c",
+              PgBin("psql"),
+              "-X",
+              "-A",
+              "-t",
+              "-q",
+              "-v",
+              "ON_ERROR_STOP=1",
+              "-d",
+              m.MonitorDsn() + " password=" + kMonitorPassword + " connect_timeout=5",
+              "-c",
               "SELECT current_user, system_identifier FROM pg_control_system();"
               "SELECT checkpoint_lsn FROM pg_control_checkpoint();"};
           SplitCommandResult r = RunCommandSplit(argv, /*as_postgres=*/true, seconds(15));
@@ -1010,8 +1061,14 @@ std::string PatroniCluster::Switchover(const std::string& candidate, seconds dea
     if (!m.frozen && m.patroni_pid > 0) via = &m;
   }
   if (via == nullptr) Fail("Switchover: no running member to read the config of");
-  std::vector<std::string> argv = {PatroniBin("patronictl"), "-c", via->config_file,
-                                   "switchover", scope_, "--leader", old_leader, "--force"};
+  std::vector<std::string> argv = {PatroniBin("patronictl"),
+                                   "-c",
+                                   via->config_file,
+                                   "switchover",
+                                   scope_,
+                                   "--leader",
+                                   old_leader,
+                                   "--force"};
   if (!candidate.empty()) {
     argv.push_back("--candidate");
     argv.push_back(candidate);
@@ -1040,6 +1097,66 @@ std::string PatroniCluster::Switchover(const std::string& candidate, seconds dea
   }
   WaitHealthy(std::max(seconds(10), std::chrono::duration_cast<seconds>(end - Clock::now())));
   return new_leader;
+}
+
+std::vector<std::string> PatroniCluster::WritableMembers() const {
+  std::vector<std::string> names;
+  for (const auto& m : members_) {
+    std::string out;
+    if (TryQuery(m.name, "SELECT pg_is_in_recovery()", &out, seconds(5)) && out == "f") {
+      names.push_back(m.name);
+    }
+  }
+  return names;
+}
+
+void PatroniCluster::Reinit(const std::string& name, seconds deadline) {
+  const PatroniMember& target = member(name);
+  const PatroniMember* via = nullptr;
+  for (const auto& m : members_) {
+    if (!m.frozen && m.patroni_pid > 0) via = &m;
+  }
+  if (via == nullptr || target.frozen || target.patroni_pid <= 0) {
+    Fail("Reinit(" + name + "): the member or every other member is frozen or stopped");
+  }
+  const std::vector<std::string> argv = {PatroniBin("patronictl"),
+                                         "-c",
+                                         via->config_file,
+                                         "reinit",
+                                         scope_,
+                                         name,
+                                         "--force",
+                                         "--wait"};
+  CommandResult r = RunCommand(argv, /*as_postgres=*/true, deadline);
+  if (r.exit_code != 0) {
+    Fail("Reinit: $ " + FormatArgv(argv) + " (exit " + std::to_string(r.exit_code) + ")\n" +
+         r.output);
+  }
+}
+
+std::vector<std::string> PatroniCluster::Heal(seconds deadline, seconds grace) {
+  const auto end = Clock::now() + deadline;
+  std::vector<std::string> reinitialized;
+  std::string why;
+  if (WaitFor([&] { return Healthy(&why); }, std::min(grace, deadline), milliseconds(200))) {
+    WaitHealthy(std::max(seconds(10), std::chrono::duration_cast<seconds>(end - Clock::now())));
+    return reinitialized;
+  }
+  const std::string leader = Leader();
+  if (leader.empty()) Fail("Heal: no leader after " + std::to_string(grace.count()) + " s");
+  std::string streaming;
+  TryQuery(leader,
+           "SELECT string_agg(application_name, ',') FROM pg_stat_replication "
+           "WHERE state = 'streaming'",
+           &streaming, seconds(10));
+  const std::string list = "," + streaming + ",";
+  for (const auto& m : members_) {
+    if (m.name == leader || list.find("," + m.name + ",") != std::string::npos) continue;
+    Reinit(m.name, std::max(seconds(30), std::chrono::duration_cast<seconds>(end - Clock::now())));
+    reinitialized.push_back(m.name);
+  }
+  WaitHealthy(std::max(seconds(10), std::chrono::duration_cast<seconds>(end - Clock::now())));
+  return reinitialized;
 }
 
 std::string PatroniCluster::DescribeLogs(int lines) const {
@@ -1116,9 +1233,10 @@ void PatroniCluster::StopAll() noexcept {
     // Forget the cluster in etcd, so that the scope can be bootstrapped again.
     if (etcd_.running()) {
       try {
-        etcd_.PostV3("kv/deleterange", json{{"key", Base64Encode(KeyPrefix())},
-                                            {"range_end", Base64Encode(PrefixRangeEnd(KeyPrefix()))}}
-                                           .dump());
+        etcd_.PostV3("kv/deleterange",
+                     json{{"key", Base64Encode(KeyPrefix())},
+                          {"range_end", Base64Encode(PrefixRangeEnd(KeyPrefix()))}}
+                         .dump());
       } catch (const std::exception&) {
       }
     }

@@ -134,6 +134,21 @@ class PatroniCluster {
   PatroniMember& member(const std::string& name);
   const PatroniMember& member(const std::string& name) const;
 
+  /// Waits until the cluster is healthy (like WaitHealthy); members that are still not streaming
+  /// after `grace` are reinitialized with Reinit() (a fresh pg_basebackup from the leader), then it
+  /// waits again. Needed after a thawed Patroni leader: Patroni 3.0.2 may then take the leader key
+  /// back (its update_leader overwrites the key unconditionally, fixed in Patroni 3.0.3), demote
+  /// the member promoted meanwhile and leave replicas on a timeline newer than the leader's, which
+  /// never stream again by themselves. Returns the reinitialized members (usually none).
+  std::vector<std::string> Heal(std::chrono::seconds deadline = std::chrono::seconds(180),
+                                std::chrono::seconds grace = std::chrono::seconds(30));
+  /// `patronictl reinit --force --wait` of one member. Throws on failure.
+  void Reinit(const std::string& name, std::chrono::seconds deadline = std::chrono::seconds(120));
+
+  /// Members whose PostgreSQL answers pg_is_in_recovery() = f right now (over the unix socket,
+  /// 5 s timeout each). A split brain shows two.
+  std::vector<std::string> WritableMembers() const;
+
   /// Current leader's name according to GET /cluster of a non-frozen member, falling back to the
   /// etcd key /service/<scope>/leader. "" when there is none.
   std::string Leader() const;

@@ -1,0 +1,165 @@
+// A complete sandbox for end-to-end runs on Patroni: etcd 3.4, a 3-member Patroni 3.0 cluster,
+// Alertmanager 0.25 with a webhook receiver that timestamps deliveries, the detector binary,
+// and an independent poller of writability. Used by the integration tests and the demo.
+#pragma once
+
+#include <atomic>
+#include <iostream>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/alertmanager_sandbox.h"
+#include "tests/support/detector_process.h"
+#include "tests/support/patroni_sandbox.h"
+#include "tests/support/process.h"
+
+namespace sbd::testing {
+
+/// Patroni's lease TTL in the sandbox: the page must beat it.
+constexpr int kSandboxTtlSeconds = 10;
+
+/// Polls every member's PostgreSQL directly, every 50 ms, and remembers when the number of
+/// writable members first reached two. Independent of the detector's code.
+class WritablePoller {
+ public:
+  explicit WritablePoller(const std::vector<PatroniMember>& members) {
+    for (const auto& m : members) dsns_.push_back(m.SuperuserDsn() + " connect_timeout=2");
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~WritablePoller() {
+    stop_ = true;
+    thread_.join();
+  }
+  /// When two members were first seen writable at once since the last Reset().
+  std::optional<std::chrono::steady_clock::time_point> SecondWritableAt() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return second_writable_at_;
+  }
+  void Reset() {
+    std::lock_guard<std::mutex> lock(mu_);
+    second_writable_at_.reset();
+  }
+
+ private:
+  void Run() {
+    std::vector<std::unique_ptr<pqxx::connection>> connections(dsns_.size());
+    while (!stop_) {
+      int writable = 0;
+      for (size_t i = 0; i < dsns_.size(); ++i) {
+        try {
+          if (!connections[i] || !connections[i]->is_open()) {
+            connections[i] = std::make_unique<pqxx::connection>(dsns_[i]);
+          }
+          pqxx::nontransaction tx(*connections[i]);
+          if (!tx.exec1("SELECT pg_is_in_recovery()")[0].as<bool>()) ++writable;
+        } catch (const std::exception&) {
+          connections[i].reset();
+        }
+      }
+      const auto now = std::chrono::steady_clock::now();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (writable >= 2 && !second_writable_at_) second_writable_at_ = now;
+      }
+      std::this_thread::sleep_until(now + std::chrono::milliseconds(50));  // the poll period itself
+    }
+  }
+
+  std::vector<std::string> dsns_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::optional<std::chrono::steady_clock::time_point> second_writable_at_;
+  std::thread thread_;
+};
+
+inline std::string MemberYaml(const PatroniMember& m, const std::string& password_file,
+                              const std::string& prefix = "") {
+  return "      - name: " + prefix + m.name + "\n        dsn: \"" + m.MonitorDsn() +
+         "\"\n        password_file: " + password_file + "\n        patroni_url: " + m.RestUrl() +
+         "\n";
+}
+
+/// Everything the scenarios share; built by the first scenario, torn down at exit.
+struct Environment {
+  ScopedTempDir root{"sbd-patroni-it-"};
+  std::unique_ptr<EtcdServer> etcd;
+  std::unique_ptr<PatroniCluster> cluster;
+  std::unique_ptr<WebhookReceiver> webhook;
+  std::unique_ptr<AlertmanagerServer> alertmanager;
+  std::unique_ptr<DetectorProcess> detector;
+  std::string config_file;
+  int port = 0;
+
+  /// `binary` is the splitbrain-detector to run.
+  explicit Environment(const std::string& binary) {
+    etcd = std::make_unique<EtcdServer>(root.path() + "/etcd");
+    const auto start = std::chrono::steady_clock::now();
+    cluster = std::make_unique<PatroniCluster>(root.path() + "/demo", "demo", *etcd, 3,
+                                               kSandboxTtlSeconds, 1, 3);
+    cluster->WaitHealthy();
+    std::cout << "patroni cluster up in "
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+              << " s\n";
+    webhook = std::make_unique<WebhookReceiver>();
+    alertmanager = std::make_unique<AlertmanagerServer>(root.path() + "/am", webhook->url());
+    config_file = root.path() + "/detector.yml";
+    WriteConfig({});
+    port = FreeLoopbackPort();
+    detector = std::make_unique<DetectorProcess>(
+        binary,
+        std::vector<std::string>{"--config.file=" + config_file,
+                                 "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+        root.path() + "/detector.log");
+    if (!WaitFor([&] { return HttpGet(port, "/-/ready") == "Ready\n"; },
+                 std::chrono::seconds(20))) {
+      throw std::runtime_error("detector not ready:\n" + detector->Log());
+    }
+  }
+
+  /// The detector's config: the demo cluster (ttl read from the DCS), plus `extra` members
+  /// grouped under it.
+  void WriteConfig(const std::vector<const PatroniMember*>& extra) {
+    std::string yaml = "alerting:\n  alertmanagers:\n    - url: " + alertmanager->url() +
+                       "\n  resend_interval: 5s\nclusters:\n  - name: demo\n    kind: patroni\n"
+                       "    scope: demo\n    etcd:\n      endpoints: [" +
+                       etcd->endpoint() +
+                       "]\n    probe_interval: 1s\n    probe_timeout: 800ms\n    members:\n";
+    for (const auto& m : cluster->members()) yaml += MemberYaml(m, cluster->PasswordFile());
+    for (const auto* m : extra) yaml += MemberYaml(*m, cluster->PasswordFile(), "other-");
+    WriteFile(root.path(), "detector.yml", yaml);
+  }
+
+  nlohmann::json Status() const {
+    const std::string body = HttpGet(port, "/status");
+    return body.empty() ? nlohmann::json() : nlohmann::json::parse(body)["clusters"][0];
+  }
+  std::string Verdict() const { return Status().value("verdict", ""); }
+  std::string Metrics() const { return HttpGet(port, "/metrics"); }
+
+  /// Deliveries after `since` that carry an alert named `alertname` with `status`.
+  std::vector<WebhookReceiver::Delivery> Notifications(
+      const std::string& alertname, const std::string& status,
+      std::chrono::steady_clock::time_point since) const {
+    std::vector<WebhookReceiver::Delivery> out;
+    for (const auto& d : webhook->Deliveries()) {
+      if (d.at < since || !d.body.contains("alerts")) continue;
+      for (const auto& alert : d.body["alerts"]) {
+        if (alert["labels"].value("alertname", "") == alertname &&
+            alert.value("status", "") == status) {
+          out.push_back(d);
+          break;
+        }
+      }
+    }
+    return out;
+  }
+};
+
+}  // namespace sbd::testing
