@@ -305,7 +305,7 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
   if (again.size() >= 2) {
     candidate = true;
     RoundReadings reprobe = ProbeRound(cluster, again, true);
-    confirmed = !ConfirmedWritable(reprobe.members, lineage).empty();
+    confirmed = !ConfirmedWritable(reprobe.members, lineage, &round).empty();
     if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
       readings.dcs = std::move(reprobe.dcs);
       dcs = &*readings.dcs;

@@ -137,22 +137,46 @@ std::vector<std::string> WritableInLineage(const std::vector<Observation>& round
   return out;
 }
 
+ReadingWindow WritableSpan(const Observation* earlier, const Observation& reprobe) {
+  ReadingWindow span = reprobe.window;
+  if (earlier == nullptr || !earlier->seen_writable() || !reprobe.seen_writable()) return span;
+  const PostgresReading& before = *earlier->reading();
+  const PostgresReading& after = *reprobe.reading();
+  if (before.backend_pid != 0 && before.backend_pid == after.backend_pid &&
+      before.postmaster_start == after.postmaster_start &&
+      earlier->window.sent <= reprobe.window.sent) {
+    span.sent = earlier->window.sent;
+    span.sent_wall = earlier->window.sent_wall;
+  }
+  return span;
+}
+
 std::vector<std::string> ConfirmedWritable(const std::vector<Observation>& reprobe,
-                                           const std::string& lineage) {
-  std::vector<const Observation*> writable;
+                                           const std::string& lineage,
+                                           const std::vector<Observation>* earlier) {
+  struct Candidate {
+    const std::string* member;
+    ReadingWindow span;
+  };
+  std::vector<Candidate> writable;
   for (const auto& obs : reprobe) {
-    if (obs.seen_writable() && obs.reading()->system_identifier == lineage) {
-      writable.push_back(&obs);
+    if (!obs.seen_writable() || obs.reading()->system_identifier != lineage) continue;
+    const Observation* before = nullptr;
+    if (earlier != nullptr) {
+      for (const auto& e : *earlier) {
+        if (e.member == obs.member) before = &e;
+      }
     }
+    writable.push_back(Candidate{&obs.member, WritableSpan(before, obs)});
   }
   for (size_t i = 0; i < writable.size(); ++i) {
     for (size_t j = i + 1; j < writable.size(); ++j) {
-      if (!writable[i]->window.Overlaps(writable[j]->window)) continue;
-      std::vector<std::string> confirmed = {writable[i]->member, writable[j]->member};
+      if (!writable[i].span.Overlaps(writable[j].span)) continue;
+      std::vector<std::string> confirmed = {*writable[i].member, *writable[j].member};
       for (size_t k = j + 1; k < writable.size(); ++k) {
-        if (writable[k]->window.Overlaps(writable[i]->window) &&
-            writable[k]->window.Overlaps(writable[j]->window)) {
-          confirmed.push_back(writable[k]->member);
+        if (writable[k].span.Overlaps(writable[i].span) &&
+            writable[k].span.Overlaps(writable[j].span)) {
+          confirmed.push_back(*writable[k].member);
         }
       }
       return confirmed;

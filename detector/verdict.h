@@ -69,11 +69,20 @@ bool ClaimsOtherScope(const ClusterSpec& spec, const Observation& obs);
 std::vector<std::string> WritableInLineage(const std::vector<Observation>& round,
                                            const std::string& lineage);
 
+/// The span over which a member is known to have been writable: from an earlier writable
+/// reading on the same session (same postmaster start, same backend) to the re-probe's
+/// answer. A primary cannot go back into recovery without a restart, which ends the
+/// session, so an unbroken session that read writable twice was not in recovery in
+/// between. Without such an earlier reading, the re-probe's own window.
+ReadingWindow WritableSpan(const Observation* earlier, const Observation& reprobe);
+
 /// The confirmation rule: at least two members of `lineage` read writable in the re-probe,
-/// and their reading windows overlap in time. Returns the members of the first overlapping
-/// pair and any others overlapping with it; empty when not confirmed.
+/// and their writable spans (see WritableSpan; `earlier` is the round that raised the
+/// candidate, may be null) overlap in time. Returns the members of the first overlapping
+/// pair and any others overlapping with both; empty when not confirmed.
 std::vector<std::string> ConfirmedWritable(const std::vector<Observation>& reprobe,
-                                           const std::string& lineage);
+                                           const std::string& lineage,
+                                           const std::vector<Observation>* earlier = nullptr);
 
 /// The verdict and the evidence behind it.
 struct Assessment {

@@ -87,7 +87,7 @@ const char* PostgresProbe::ReadingQuery() {
          "l.lsn::text, COALESCE(pg_wal_lsn_diff(l.lsn, '0/0'), 0)::bigint, "
          "current_setting('server_version_num')::int, "
          "to_char(pg_postmaster_start_time() AT TIME ZONE 'UTC', "
-         "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') "
+         "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), pg_backend_pid() "
          "FROM (SELECT pg_is_in_recovery() AS rec) r, LATERAL (SELECT CASE WHEN r.rec THEN "
          "COALESCE(pg_last_wal_replay_lsn(), pg_last_wal_receive_lsn()) "
          "ELSE pg_current_wal_lsn() END AS lsn) l";
@@ -178,7 +178,7 @@ std::variant<PostgresReading, ProbeFailure> PostgresProbe::Read(SteadyClock::tim
     pqxx::read_transaction tx(*conn_, "probe");
     pqxx::result rows = tx.exec(ReadingQuery());
     tx.commit();
-    if (rows.size() != 1 || rows[0].size() != 8) {
+    if (rows.size() != 1 || rows[0].size() != 9) {
       *drop_connection = true;
       return ProbeFailure{ProbeFailureReason::kProtocol, "unexpected result shape"};
     }
@@ -192,6 +192,7 @@ std::variant<PostgresReading, ProbeFailure> PostgresProbe::Read(SteadyClock::tim
     reading.wal_bytes = static_cast<std::uint64_t>(row[5].as<std::int64_t>(0));
     reading.server_version = row[6].as<int>(0);
     reading.postmaster_start = row[7].as<std::string>("");
+    reading.backend_pid = row[8].as<int>(0);
     if (reading.system_identifier.empty()) {
       return ProbeFailure{ProbeFailureReason::kProtocol, "no system identifier in the reading"};
     }

@@ -55,6 +55,7 @@ struct PostgresReading {
   std::uint64_t wal_bytes = 0;    ///< the same position as a byte offset
   int server_version = 0;         ///< server_version_num
   std::string postmaster_start;   ///< pg_postmaster_start_time() as ISO-8601 text
+  int backend_pid = 0;            ///< the session that read it (pg_backend_pid())
 };
 
 /// One member as Patroni's GET /cluster lists it.

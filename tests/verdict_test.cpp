@@ -35,6 +35,8 @@ Observation Read(const std::string& member, bool writable, const std::string& li
   r.read_only = false;
   r.system_identifier = lineage;
   r.timeline = timeline;
+  r.backend_pid = 1000 + static_cast<int>(member[0]);
+  r.postmaster_start = "2026-11-29T00:00:00Z";
   obs.result = r;
   return obs;
 }
@@ -304,6 +306,17 @@ TEST_CASE("verdict: confirmation needs two writable readings that overlap in tim
   }
   SECTION("a failed re-probe does not confirm") {
     CHECK(ConfirmedWritable({Read("a", true, kLineage, 0, 10), Fail("b")}, kLineage).empty());
+  }
+  SECTION("an unbroken session spans its two writable readings") {
+    // a: writable at 0-1 and again at 30-31 on the same backend; b: writable at 20-21 only.
+    std::vector<Observation> first = {Read("a", true, kLineage, 0, 1)};
+    std::vector<Observation> again = {Read("a", true, kLineage, 30, 31),
+                                      Read("b", true, kLineage, 20, 21)};
+    CHECK(ConfirmedWritable(again, kLineage).empty());  // the re-probe alone does not overlap
+    CHECK(ConfirmedWritable(again, kLineage, &first).size() == 2);
+    // A restart in between (another backend) proves nothing about the time in between.
+    std::get<PostgresReading>(again[0].result).backend_pid = 4242;
+    CHECK(ConfirmedWritable(again, kLineage, &first).empty());
   }
   SECTION("a third writable member joins when it overlaps both") {
     auto confirmed =
