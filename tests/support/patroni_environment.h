@@ -4,8 +4,8 @@
 #pragma once
 
 #include <atomic>
-#include <iostream>
 #include <chrono>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
