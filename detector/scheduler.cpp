@@ -179,14 +179,14 @@ bool Scheduler::AllClustersHaveRun() const {
 }
 
 void Scheduler::ClusterLoop(ClusterRuntime& cluster) {
-  const auto interval = cluster.state.spec.probe_interval;
   auto next = SteadyClock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     lock.unlock();
     RunRound(cluster);
     lock.lock();
-    next += interval;
+    // Read each time: a Patroni cluster's interval follows the TTL found in the DCS.
+    next += cluster.state.spec.probe_interval;
     auto now = SteadyClock::now();
     if (next < now) {
       // The round ran past the next slot: start at once rather than firing a burst.
