@@ -1,5 +1,6 @@
 #include "detector/alerts.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "detector/status.h"
@@ -13,48 +14,54 @@ std::string Join(const std::vector<std::string>& items) {
   return out;
 }
 
-// Every member's evidence in one line each: what on-call reads in the notification.
+// Every member's evidence in one line each: what on-call reads in the notification. Only
+// facts that stay put while the incident lasts (no WAL position, lease countdown or live
+// heartbeat), so the pusher re-sends on real news, not on every round.
 std::string Evidence(const ClusterSnapshot& c) {
+  const Assessment& a = c.assessment;
   std::ostringstream out;
-  out << c.assessment.summary << ".";
+  out << a.summary << ".";
   if (c.spec.kind == ClusterKind::kPatroni) {
-    if (c.assessment.lock_readable) {
+    if (a.lock_readable) {
       out << " Leader key (" << c.spec.dcs_namespace << "/" << c.spec.scope << "/leader) held by "
-          << (c.assessment.lock_holder.empty() ? "nobody" : c.assessment.lock_holder);
-      if (c.last_good_dcs) {
-        out << ", lease " << c.last_good_dcs->lease_ttl_remaining << "s left, revision "
-            << c.last_good_dcs->mod_revision;
-      }
+          << (a.lock_holder.empty() ? "nobody" : a.lock_holder);
+      if (c.last_good_dcs) out << ", revision " << c.last_good_dcs->mod_revision;
       out << ".";
     } else {
-      out << " Lock store unreadable: " << c.assessment.lock_error << ".";
+      out << " Lock store unreadable.";
     }
   }
   for (const auto& member : c.spec.members) {
     auto it = c.history.members.find(member.name);
     if (it == c.history.members.end()) continue;
     const MemberHistory& h = it->second;
+    const bool zombie =
+        std::find(a.zombies.begin(), a.zombies.end(), member.name) != a.zombies.end();
     out << "\n" << member.name << " (" << member.address << "): ";
     if (h.last && h.last->ok()) {
       const PostgresReading& r = *h.last->reading();
       out << (r.writable()    ? "writable"
               : r.in_recovery ? "replica"
                               : "read-only")
-          << ", timeline " << r.timeline << ", system identifier " << r.system_identifier
-          << ", WAL " << r.wal_lsn;
+          << ", timeline " << r.timeline << ", system identifier " << r.system_identifier;
     } else if (h.last) {
       out << "unreadable (" << ReasonName(h.last->failure()->reason) << ")";
     }
+    if (zombie) out << ", ZOMBIE (writable without the leader key)";
     if (h.writable_since) out << ", writable since " << FormatTime(*h.writable_since);
     if (h.last_seen_writable && !(h.last && h.last->seen_writable())) {
       out << ", last seen writable " << FormatTime(*h.last_seen_writable);
     }
-    if (h.last_seen_holding)
-      out << ", last seen holding the lock " << FormatTime(*h.last_seen_holding);
-    if (h.last_patroni && h.last_patroni->dcs_last_seen) {
-      out << ", Patroni dcs_last_seen "
-          << FormatTime(WallClock::time_point(std::chrono::duration_cast<WallClock::duration>(
-                 std::chrono::duration<double>(*h.last_patroni->dcs_last_seen))));
+    // The holder's own timestamps move every round; a zombie's are frozen and tell the story.
+    if (member.name != a.lock_holder) {
+      if (h.last_seen_holding) {
+        out << ", last seen holding the lock " << FormatTime(*h.last_seen_holding);
+      }
+      if (zombie && h.last_patroni && h.last_patroni->dcs_last_seen) {
+        out << ", its Patroni last reached the DCS at "
+            << FormatTime(WallClock::time_point(std::chrono::duration_cast<WallClock::duration>(
+                   std::chrono::duration<double>(*h.last_patroni->dcs_last_seen))));
+      }
     }
   }
   return out.str();
@@ -84,18 +91,23 @@ std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alert
   if (!c.has_round) return firing;
   const Assessment& a = c.assessment;
   const bool persisted = c.verdict_rounds >= kWarningRounds;
-  switch (a.verdict) {
-    case Verdict::kSplitBrain: {
-      std::string summary =
-          "Split brain in " + c.spec.name + ": " + Join(a.writable) + " writable at once";
+  // The page stays up for the whole incident, not only for the rounds that confirm it.
+  if (a.verdict == Verdict::kSplitBrain || c.split_brain_open) {
+    std::string summary = "Split brain in " + c.spec.name + ": ";
+    if (a.verdict == Verdict::kSplitBrain) {
+      summary += Join(a.writable) + " writable at once";
       if (!a.zombies.empty()) {
         summary += "; zombie " + Join(a.zombies) + ", lock holder " +
                    (a.lock_holder.empty() ? "unknown" : a.lock_holder);
       }
-      firing.push_back(
-          Make(c, alerting, links, "SplitBrain", "critical", summary, "split-brain.md"));
-      break;
+    } else {
+      summary += "confirmed at " + FormatTime(c.split_brain_opened_at) +
+                 ", not yet seen to be over (" + std::string(VerdictName(a.verdict)) + ")";
     }
+    firing.push_back(Make(c, alerting, links, "SplitBrain", "critical", summary, "split-brain.md"));
+  }
+  const bool paged = !firing.empty();
+  switch (paged ? Verdict::kHealthy : a.verdict) {
     case Verdict::kSuspected:
       if (persisted) {
         firing.push_back(Make(c, alerting, links, "SplitBrainSuspected", "warning",

@@ -66,6 +66,10 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
 
   Family verdict("splitbrain_cluster_verdict",
                  "1 for the cluster's current verdict, 0 for the others.", MetricType::Gauge);
+  Family incident("splitbrain_cluster_split_brain_incident",
+                  "1 from a confirmed split brain until a round reads every member and finds at "
+                  "most one writable.",
+                  MetricType::Gauge);
   Family verdict_since("splitbrain_cluster_verdict_since_timestamp_seconds",
                        "When the cluster's current verdict began.", MetricType::Gauge);
   Family writable_lineage("splitbrain_cluster_writable_members",
@@ -174,6 +178,7 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
                     v == c.assessment.verdict ? 1 : 0);
       }
       verdict_since.Add({{"cluster", name}}, Seconds(c.verdict_since));
+      incident.Add({{"cluster", name}}, c.split_brain_open ? 1 : 0);
       for (const auto& [lineage, count] : c.assessment.writable_per_lineage) {
         writable_lineage.Add({{"cluster", name}, {"system_identifier", lineage}}, count);
       }
@@ -296,7 +301,8 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
                     &push_failures,
                     &alerts_sent,
                     &alerts_dropped,
-                    &push_success}) {
+                    &push_success,
+                    &incident}) {
     out.push_back(f->Take());
   }
   return out;

@@ -354,6 +354,12 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
           VerdictName(assessment.verdict), assessment.lineage, assessment.summary);
     }
     ++state.verdict_rounds;
+    if (assessment.verdict == Verdict::kSplitBrain) {
+      if (!state.split_brain_open) state.split_brain_opened_at = round_end_wall;
+      state.split_brain_open = true;
+    } else if (assessment.unreadable.empty() && assessment.writable.size() <= 1) {
+      state.split_brain_open = false;
+    }
     state.assessment = std::move(assessment);
     state.last_round = std::move(round);
     state.has_round = true;

@@ -52,6 +52,11 @@ struct ClusterSnapshot {
   WallClock::time_point verdict_since{};
   /// Rounds in a row that gave the current verdict (1 on the round that changed it).
   std::uint64_t verdict_rounds = 0;
+  /// A split-brain incident: opened by a confirmed split brain, closed only by a round that
+  /// read every member and found at most one writable. A member that turns unreadable
+  /// mid-incident therefore never resolves the page (it was not seen to be over).
+  bool split_brain_open = false;
+  WallClock::time_point split_brain_opened_at{};
 
   // Patroni clusters: the lock store.
   std::optional<DcsResult> last_dcs;     ///< this round's answer

@@ -58,8 +58,45 @@ TEST_CASE("alerts: a confirmed split brain pages at once, naming zombie and hold
   CHECK(a.annotations.at("summary").find("zombie pg-1, lock holder pg-2") != std::string::npos);
   CHECK(a.annotations.at("description").find("pg-2 (pg-2:5432): writable, timeline 2") !=
         std::string::npos);
+  CHECK(a.annotations.at("description")
+            .find("pg-1 (pg-1:5432): writable, timeline 1, system "
+                  "identifier 7000, ZOMBIE") != std::string::npos);
   CHECK(a.annotations.at("runbook_url") == "http://detector:10259/runbooks/split-brain.md");
   CHECK(a.generator_url == kLinks.generator_url);
+}
+
+TEST_CASE("alerts: the page stays up until the incident is seen to be over", "[alerts]") {
+  AlertingSpec alerting;
+  auto c = Snapshot(Verdict::kSuspected, 1, ClusterKind::kPostgres);
+  c.split_brain_open = true;  // a member turned unreadable mid-incident
+  auto alerts = AlertsFor(c, alerting, kLinks);
+  REQUIRE(alerts.size() == 1);
+  CHECK(alerts.front().labels.at("alertname") == "SplitBrain");
+  CHECK(alerts.front().annotations.at("summary").find("not yet seen to be over (suspected)") !=
+        std::string::npos);
+  c.split_brain_open = false;
+  CHECK(AlertsFor(c, alerting, kLinks).empty());
+}
+
+TEST_CASE("alerts: the description does not change from round to round", "[alerts]") {
+  AlertingSpec alerting;
+  auto c = Snapshot(Verdict::kSplitBrain, 1, ClusterKind::kPatroni);
+  DcsView view;
+  view.holder = "pg-2";
+  view.mod_revision = 42;
+  view.lease_ttl_remaining = 9;
+  c.last_good_dcs = view;
+  const auto before = AlertsFor(c, alerting, kLinks).front().annotations;
+  // Another round: WAL moves, the holder is seen holding again, the lease counts down.
+  for (auto& [name, h] : c.history.members) {
+    std::get<PostgresReading>(h.last->result).wal_lsn = "0/9999999";
+    h.last_reading->wal_bytes += 4096;
+  }
+  c.history.members["pg-2"].last_seen_holding = WallClock::now();
+  view.lease_ttl_remaining = 3;
+  c.last_good_dcs = view;
+  const auto after = AlertsFor(c, alerting, kLinks).front().annotations;
+  CHECK(before == after);
 }
 
 TEST_CASE("alerts: warnings wait for the verdict to persist; healthy fires nothing", "[alerts]") {
