@@ -11,6 +11,7 @@
 #include <memory>
 #include <sstream>
 
+#include "probes/http_json.h"
 #include "tests/support/alertmanager_sandbox.h"
 #include "tests/support/process.h"
 
@@ -93,27 +94,6 @@ bool Notified(const WebhookReceiver::Delivery& d, const std::string& alertname,
 
 nlohmann::json ActiveInAlertmanager(const AlertmanagerServer& am, const std::string& alertname) {
   return FindAlert(am.Alerts(), alertname);
-}
-
-std::string Base64(const std::string& in) {
-  static const char* kChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const unsigned v = static_cast<unsigned char>(in[i]) << 16 |
-                       static_cast<unsigned char>(in[i + 1]) << 8 |
-                       static_cast<unsigned char>(in[i + 2]);
-    out += {kChars[v >> 18], kChars[(v >> 12) & 63], kChars[(v >> 6) & 63], kChars[v & 63]};
-  }
-  if (i + 1 == in.size()) {
-    const unsigned v = static_cast<unsigned char>(in[i]) << 16;
-    out += {kChars[v >> 18], kChars[(v >> 12) & 63], '=', '='};
-  } else if (i + 2 == in.size()) {
-    const unsigned v =
-        static_cast<unsigned char>(in[i]) << 16 | static_cast<unsigned char>(in[i + 1]) << 8;
-    out += {kChars[v >> 18], kChars[(v >> 12) & 63], kChars[(v >> 6) & 63], '='};
-  }
-  return out;
 }
 
 // Routes spdlog's default logger into a string for the lifetime of this object.
@@ -431,7 +411,8 @@ TEST_CASE("alert pusher: credentials in a URL are used for basic auth but never 
 
     REQUIRE(fake_alertmanager.WaitFor([](const auto& d) { return d.path == "/am/api/v2/alerts"; },
                                       milliseconds(5000)));
-    CHECK(fake_alertmanager.Deliveries()[0].authorization == "Basic " + Base64("alice:s3cr@t"));
+    CHECK(fake_alertmanager.Deliveries()[0].authorization ==
+          "Basic " + sbd::Base64Encode("alice:s3cr@t"));
     REQUIRE(
         sbd::testing::WaitFor([&] { return pusher.Stats()[1].failures >= 1; }, milliseconds(5000)));
 

@@ -13,12 +13,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "probes/http_json.h"
 #include "tests/support/patroni_sandbox.h"
 #include "tests/support/pg_sandbox.h"
 #include "tests/support/process.h"
@@ -26,50 +26,14 @@
 namespace {
 
 using json = nlohmann::json;
+using sbd::Base64Decode;
+using sbd::Base64Encode;
 using sbd::testing::EtcdServer;
 using sbd::testing::PatroniCluster;
 using sbd::testing::ScopedTempDir;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
-
-std::string Base64(const std::string& in) {
-  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  unsigned v = 0;
-  int bits = 0;
-  for (unsigned char c : in) {
-    v = (v << 8) | c;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out += kAlphabet[(v >> bits) & 63];
-    }
-  }
-  if (bits > 0) out += kAlphabet[(v << (6 - bits)) & 63];
-  while (out.size() % 4 != 0) out += '=';
-  return out;
-}
-
-std::string Unbase64(const std::string& in) {
-  std::string out;
-  unsigned v = 0;
-  int bits = 0;
-  for (char c : in) {
-    const char* pos =
-        std::strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", c);
-    if (c == '\0' || pos == nullptr) continue;
-    v = (v << 6) | static_cast<unsigned>(pos -
-                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                         "0123456789+/");
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((v >> bits) & 0xFF);
-    }
-  }
-  return out;
-}
 
 // Raw POST to etcd's v3 JSON gateway, the way the detector will talk to it.
 std::string EtcdPost(const EtcdServer& etcd, const std::string& api, const json& body) {
@@ -111,17 +75,17 @@ void SavePayload(const std::string& file, const std::string& body) {
 }  // namespace
 
 TEST_CASE("EtcdServer: ready, v3 gateway, stop and restart keep the data", "[patroni-sandbox]") {
-  ScopedTempDir root;
+  ScopedTempDir root("sbd-patroni-");
   EtcdServer etcd(root.path() + "/etcd");
   CHECK(etcd.endpoint() == "http://127.0.0.1:" + std::to_string(etcd.client_port()));
   CHECK(etcd.client_port() != 2379);
   const pid_t first_pid = etcd.pid();
   REQUIRE(first_pid > 0);
 
-  EtcdPost(etcd, "kv/put", {{"key", Base64("/sbd/test")}, {"value", Base64("hello")}});
-  json range = json::parse(EtcdPost(etcd, "kv/range", {{"key", Base64("/sbd/test")}}));
+  EtcdPost(etcd, "kv/put", {{"key", Base64Encode("/sbd/test")}, {"value", Base64Encode("hello")}});
+  json range = json::parse(EtcdPost(etcd, "kv/range", {{"key", Base64Encode("/sbd/test")}}));
   REQUIRE(range["kvs"].size() == 1);
-  CHECK(Unbase64(range["kvs"][0]["value"].get<std::string>()) == "hello");
+  CHECK(Base64Decode(range["kvs"][0]["value"].get<std::string>()).value_or("") == "hello");
   CHECK(etcd.Get("/sbd/test") == "hello");
   CHECK(etcd.Get("/sbd/missing").empty());
 
@@ -142,7 +106,7 @@ TEST_CASE("EtcdServer: ready, v3 gateway, stop and restart keep the data", "[pat
 
 TEST_CASE("PatroniCluster: bootstrap, switchover, frozen Patroni leader gives two primaries",
           "[patroni-sandbox]") {
-  ScopedTempDir root;
+  ScopedTempDir root("sbd-patroni-");
   EtcdServer etcd(root.path() + "/etcd");
   const std::string scope = "sbd-selftest";
   const int ttl = 10;
@@ -201,10 +165,10 @@ TEST_CASE("PatroniCluster: bootstrap, switchover, frozen Patroni leader gives tw
     // etcd: the leader key holds the leader's name, attached to a lease with the ttl.
     const std::string prefix = "/service/" + scope + "/";
     const std::string range_leader =
-        EtcdPost(etcd, "kv/range", {{"key", Base64(prefix + "leader")}});
+        EtcdPost(etcd, "kv/range", {{"key", Base64Encode(prefix + "leader")}});
     json leader_kv = json::parse(range_leader);
     REQUIRE(leader_kv["kvs"].size() == 1);
-    CHECK(Unbase64(leader_kv["kvs"][0]["value"].get<std::string>()) == leader);
+    CHECK(Base64Decode(leader_kv["kvs"][0]["value"].get<std::string>()).value_or("") == leader);
     const std::string lease = leader_kv["kvs"][0]["lease"].get<std::string>();
     const std::string timetolive =
         EtcdPost(etcd, "lease/timetolive", {{"ID", lease}, {"keys", true}});
@@ -212,16 +176,17 @@ TEST_CASE("PatroniCluster: bootstrap, switchover, frozen Patroni leader gives tw
     CHECK(ttl_json["grantedTTL"].get<std::string>() == std::to_string(ttl));
     const std::string range_members =
         EtcdPost(etcd, "kv/range",
-                 {{"key", Base64(prefix + "members/")},
-                  {"range_end", Base64(PrefixEnd(prefix + "members/"))}});
+                 {{"key", Base64Encode(prefix + "members/")},
+                  {"range_end", Base64Encode(PrefixEnd(prefix + "members/"))}});
     CHECK(json::parse(range_members)["kvs"].size() == 3);
-    const std::string range_all = EtcdPost(
-        etcd, "kv/range", {{"key", Base64(prefix)}, {"range_end", Base64(PrefixEnd(prefix))}});
+    const std::string range_all =
+        EtcdPost(etcd, "kv/range",
+                 {{"key", Base64Encode(prefix)}, {"range_end", Base64Encode(PrefixEnd(prefix))}});
     json all = json::parse(range_all);
     std::printf("[patroni-sandbox] etcd keys under %s:\n", prefix.c_str());
     for (const auto& kv : all["kvs"]) {
-      std::printf("  %s = %s\n", Unbase64(kv["key"].get<std::string>()).c_str(),
-                  Unbase64(kv["value"].get<std::string>()).c_str());
+      std::printf("  %s = %s\n", Base64Decode(kv["key"].get<std::string>()).value_or("").c_str(),
+                  Base64Decode(kv["value"].get<std::string>()).value_or("").c_str());
     }
     CHECK(etcd.Get(prefix + "initialize") == sysid);
 
@@ -250,7 +215,7 @@ TEST_CASE("PatroniCluster: bootstrap, switchover, frozen Patroni leader gives tw
     CHECK(etcd.Get(prefix + "leader") == new_leader);
     CHECK(cluster.WritableMembers() == std::vector<std::string>{new_leader});
     SavePayload("etcd-range-history.json",
-                EtcdPost(etcd, "kv/range", {{"key", Base64(prefix + "history")}}));
+                EtcdPost(etcd, "kv/range", {{"key", Base64Encode(prefix + "history")}}));
     const std::string back = cluster.Switchover(leader);  // to a named candidate
     CHECK(back == leader);
 
@@ -258,7 +223,7 @@ TEST_CASE("PatroniCluster: bootstrap, switchover, frozen Patroni leader gives tw
     // expires, and another member is promoted: a real double primary.
     const std::string frozen = cluster.Leader();
     const std::string frozen_lease = json::parse(
-        EtcdPost(etcd, "kv/range", {{"key", Base64(prefix + "leader")}}))["kvs"][0]["lease"];
+        EtcdPost(etcd, "kv/range", {{"key", Base64Encode(prefix + "leader")}}))["kvs"][0]["lease"];
     auto t_freeze = Clock::now();
     cluster.FreezePatroni(frozen);
     CHECK(cluster.member(frozen).frozen);
@@ -285,18 +250,19 @@ TEST_CASE("PatroniCluster: bootstrap, switchover, frozen Patroni leader gives tw
     // etcd: the leader key now holds the promoted member under a new lease; the frozen leader's
     // lease has expired (TTL -1) and took its leader and member keys with it.
     const std::string range_leader_freeze =
-        EtcdPost(etcd, "kv/range", {{"key", Base64(prefix + "leader")}});
+        EtcdPost(etcd, "kv/range", {{"key", Base64Encode(prefix + "leader")}});
     json leader_freeze = json::parse(range_leader_freeze);
     REQUIRE(leader_freeze["kvs"].size() == 1);
-    CHECK(Unbase64(leader_freeze["kvs"][0]["value"].get<std::string>()) == promoted);
+    CHECK(Base64Decode(leader_freeze["kvs"][0]["value"].get<std::string>()).value_or("") ==
+          promoted);
     CHECK(leader_freeze["kvs"][0]["lease"].get<std::string>() != frozen_lease);
     const std::string expired =
         EtcdPost(etcd, "lease/timetolive", {{"ID", frozen_lease}, {"keys", true}});
     CHECK(json::parse(expired)["TTL"] == "-1");
     const std::string range_members_freeze =
         EtcdPost(etcd, "kv/range",
-                 {{"key", Base64(prefix + "members/")},
-                  {"range_end", Base64(PrefixEnd(prefix + "members/"))}});
+                 {{"key", Base64Encode(prefix + "members/")},
+                  {"range_end", Base64Encode(PrefixEnd(prefix + "members/"))}});
     CHECK(json::parse(range_members_freeze)["kvs"].size() == 2);
     SavePayload("etcd-range-leader-during-freeze.json", range_leader_freeze);
     SavePayload("etcd-lease-timetolive-expired.json", expired);

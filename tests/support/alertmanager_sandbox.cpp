@@ -1,25 +1,20 @@
 #include "tests/support/alertmanager_sandbox.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <stdexcept>
 
+#include "tests/support/files.h"
 #include "tests/support/process.h"
 
 namespace sbd::testing {
@@ -29,64 +24,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-// Starts argv (argv[0] must be a path) in its own process group with stdin from /dev/null and
-// stdout+stderr appended to `log_file`. Returns the pid; does not wait.
-pid_t SpawnBackground(const std::vector<std::string>& argv, const std::string& log_file) {
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  const int log_fd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) throw std::runtime_error(Errno("open " + log_file));
-  const std::string exec_error = "SpawnBackground: failed to exec " + argv[0] + "\n";
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const std::string error = Errno("fork");
-    ::close(log_fd);
-    throw std::runtime_error(error);
-  }
-  if (pid == 0) {
-    // Only async-signal-safe calls: the parent is multi-threaded.
-    ::setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
-    const int null_fd = ::open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) ::dup2(null_fd, 0);
-    ::dup2(log_fd, 1);
-    ::dup2(log_fd, 2);
-#ifdef SYS_close_range
-    if (::syscall(SYS_close_range, 3U, ~0U, 0) != 0)
-#endif
-    {
-      for (int fd = 3; fd < 65536; ++fd) ::close(fd);
-    }
-    ::execv(cargv[0], cargv.data());
-    ssize_t ignored = ::write(2, exec_error.data(), exec_error.size());
-    (void)ignored;
-    _exit(127);
-  }
-  ::setpgid(pid, pid);
-  ::close(log_fd);
-  return pid;
-}
-
-// Reaps `pid` if it has exited. True if it is gone (then *status holds its wait status).
-bool Reaped(pid_t pid, int* status) {
-  for (;;) {
-    const pid_t r = ::waitpid(pid, status, WNOHANG);
-    if (r < 0 && errno == EINTR) continue;
-    return r == pid || (r < 0 && errno == ECHILD);
-  }
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 
@@ -98,19 +35,6 @@ std::string AlertmanagerBinary() {
     return "/usr/bin/prometheus-alertmanager";
   }
   return "alertmanager";
-}
-
-// --- TempDir ---------------------------------------------------------------------------------
-
-TempDir::TempDir(const std::string& prefix) {
-  std::string templ = "/tmp/" + prefix + "-XXXXXX";
-  if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error(Errno("mkdtemp " + templ));
-  path_ = templ;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
 }
 
 // --- WebhookReceiver -------------------------------------------------------------------------
@@ -278,29 +202,21 @@ void AlertmanagerServer::Start() {
       throw std::runtime_error("AlertmanagerServer: " + argv[0] +
                                " not found (set SBD_ALERTMANAGER)");
     }
-    {
-      std::ofstream log(log_file_, std::ios::app);
-      log << "### " << FormatArgv(argv) << "\n";
-    }
-    pid_ = SpawnBackground(argv, log_file_);
+    WriteFile(log_file_, "### " + FormatArgv(argv) + "\n", 0644, /*append=*/true);
+    pid_ = SpawnBackgroundProcess(argv, log_file_);
 
     httplib::Client client("127.0.0.1", port_);
     client.set_connection_timeout(1, 0);
     client.set_read_timeout(2, 0);
-    int status = 0;
-    bool exited = false;
-    const bool ready = ::sbd::testing::WaitFor(
+    const StartupOutcome outcome = WaitUntilReady(
+        pid_,
         [&] {
-          if (Reaped(pid_, &status)) {
-            exited = true;
-            return true;
-          }
           auto res = client.Get("/-/ready");
           return res && res->status == 200;
         },
         milliseconds(30000), milliseconds(50));
-    if (ready && !exited) return;
-    if (exited) {
+    if (outcome == StartupOutcome::kReady) return;
+    if (outcome == StartupOutcome::kExited) {
       pid_ = -1;
       if (attempt < 3 && LogTail(5).find("address already in use") != std::string::npos) {
         continue;
@@ -315,14 +231,7 @@ void AlertmanagerServer::Start() {
 
 void AlertmanagerServer::Stop() {
   if (pid_ <= 0) return;
-  int status = 0;
-  ::kill(-pid_, SIGTERM);
-  if (!::sbd::testing::WaitFor([&] { return Reaped(pid_, &status); }, milliseconds(10000),
-                               milliseconds(10))) {
-    ::kill(-pid_, SIGKILL);
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
+  StopChildProcess(pid_, SIGTERM, milliseconds(10000), /*whole_group=*/true);
   pid_ = -1;
 }
 
@@ -341,17 +250,6 @@ nlohmann::json AlertmanagerServer::Alerts() const {
   return nlohmann::json::parse(res->body);
 }
 
-std::string AlertmanagerServer::LogTail(int lines) const {
-  std::deque<std::string> tail;
-  std::istringstream in(ReadFile(log_file_));
-  std::string line;
-  while (std::getline(in, line)) {
-    tail.push_back(line);
-    if (static_cast<int>(tail.size()) > lines) tail.pop_front();
-  }
-  std::string out;
-  for (const auto& l : tail) out += l + "\n";
-  return out;
-}
+std::string AlertmanagerServer::LogTail(int lines) const { return Tail(log_file_, lines); }
 
 }  // namespace sbd::testing

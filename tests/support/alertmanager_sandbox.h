@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "tests/support/temp_dir.h"  // TempDir, for the users of this header
+
 namespace httplib {
 class Server;
 }
@@ -26,19 +28,6 @@ namespace sbd::testing {
 /// Path of the Alertmanager binary: $SBD_ALERTMANAGER if set, else
 /// /usr/bin/prometheus-alertmanager, else "alertmanager" (looked up in PATH).
 std::string AlertmanagerBinary();
-
-/// A private directory (mkdtemp under /tmp), removed recursively by the destructor.
-class TempDir {
- public:
-  explicit TempDir(const std::string& prefix = "sbd-test");
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 /// A webhook receiver inside the test: an httplib server on 127.0.0.1:free port that records
 /// every POST (Alertmanager notification, or a raw push when used as a fake Alertmanager) with

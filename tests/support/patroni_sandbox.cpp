@@ -1,14 +1,8 @@
 #include "tests/support/patroni_sandbox.h"
 
-#include <fcntl.h>
-#include <grp.h>
 #include <httplib.h>
-#include <pwd.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,13 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
+#include "probes/http_json.h"
+#include "tests/support/files.h"
 #include "tests/support/pg_sandbox.h"
 #include "tests/support/process.h"
 
@@ -42,168 +37,6 @@ const milliseconds kPatroniStopDeadline{60000};
 const milliseconds kSignalDeadline{5000};
 constexpr int kLogTailLines = 30;
 
-// ---------------------------------------------------------------------------------------------
-// Small file and string helpers (the PgSandbox ones are private to pg_sandbox.cpp).
-
-struct UserIds {
-  uid_t uid;
-  gid_t gid;
-  std::string home;
-  std::vector<gid_t> groups;
-};
-
-// The postgres OS user; only needed (and required) when running as root.
-const UserIds& PostgresUser() {
-  static const UserIds ids = [] {
-    passwd* pw = ::getpwnam("postgres");
-    if (pw == nullptr) {
-      throw std::runtime_error(
-          "PatroniCluster: running as root but there is no `postgres` OS user; install "
-          "postgresql-15 (scripts/install-deps)");
-    }
-    UserIds u{pw->pw_uid, pw->pw_gid, pw->pw_dir != nullptr ? pw->pw_dir : "/", {}};
-    int n = 64;
-    u.groups.resize(static_cast<size_t>(n));
-    if (::getgrouplist("postgres", u.gid, u.groups.data(), &n) < 0) {
-      u.groups.resize(static_cast<size_t>(n));
-      ::getgrouplist("postgres", u.gid, u.groups.data(), &n);
-    }
-    u.groups.resize(static_cast<size_t>(std::max(n, 0)));
-    return u;
-  }();
-  return ids;
-}
-
-void GiveToPostgres(const std::string& path) {
-  if (!RunningAsRoot()) return;
-  const auto& ids = PostgresUser();
-  if (::chown(path.c_str(), ids.uid, ids.gid) != 0) {
-    throw std::runtime_error("chown " + path + ": " + strerror(errno));
-  }
-}
-
-void MakeDir(const std::string& path, mode_t mode) {
-  if (::mkdir(path.c_str(), mode) != 0) {
-    throw std::runtime_error("mkdir " + path + ": " + strerror(errno));
-  }
-  ::chmod(path.c_str(), mode);  // not subject to the umask
-}
-
-void WriteFile(const std::string& path, const std::string& content, mode_t mode) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) throw std::runtime_error("open " + path + ": " + strerror(errno));
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      throw std::runtime_error("write " + path + ": " + strerror(e));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::fchmod(fd, mode);
-  ::close(fd);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string Trim(const std::string& s) {
-  const char* ws = " \t\r\n";
-  auto b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  auto e = s.find_last_not_of(ws);
-  return s.substr(b, e - b + 1);
-}
-
-std::string Tail(const std::string& path, int lines) {
-  std::string log = ReadFile(path);
-  if (log.empty()) return "(" + path + " is empty or missing)\n";
-  size_t pos = log.size();
-  if (log.back() == '\n') --pos;
-  int seen = 0;
-  while (pos > 0) {
-    size_t nl = log.rfind('\n', pos - 1);
-    if (nl == std::string::npos) {
-      pos = 0;
-      break;
-    }
-    if (++seen >= lines) {
-      pos = nl + 1;
-      break;
-    }
-    pos = nl;
-  }
-  std::string tail = log.substr(pos);
-  if (tail.back() != '\n') tail += '\n';
-  return tail;
-}
-
-std::string Base64Encode(const std::string& in) {
-  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
-                 (static_cast<unsigned char>(in[i + 1]) << 8) |
-                 static_cast<unsigned char>(in[i + 2]);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  if (i + 1 == in.size()) {
-    unsigned v = static_cast<unsigned char>(in[i]) << 16;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    unsigned v =
-        (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
-
-std::string Base64Decode(const std::string& in) {
-  std::string out;
-  unsigned v = 0;
-  int bits = 0;
-  for (char c : in) {
-    int d;
-    if (c >= 'A' && c <= 'Z') {
-      d = c - 'A';
-    } else if (c >= 'a' && c <= 'z') {
-      d = c - 'a' + 26;
-    } else if (c >= '0' && c <= '9') {
-      d = c - '0' + 52;
-    } else if (c == '+' || c == '-') {
-      d = 62;
-    } else if (c == '/' || c == '_') {
-      d = 63;
-    } else {
-      continue;  // padding, whitespace
-    }
-    v = (v << 6) | static_cast<unsigned>(d);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((v >> bits) & 0xFF);
-    }
-  }
-  return out;
-}
-
 // The smallest key greater than every key starting with `prefix` (etcd's range_end for a prefix).
 std::string PrefixRangeEnd(std::string prefix) {
   while (!prefix.empty()) {
@@ -217,186 +50,33 @@ std::string PrefixRangeEnd(std::string prefix) {
   return std::string(1, '\0');
 }
 
-// Looks `name` up in $PATH and the usual system directories; `name` itself if not found.
-std::string FindProgram(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  std::string path = "/usr/bin:/bin:/usr/local/bin:/usr/sbin:/sbin";
-  if (const char* env = std::getenv("PATH"); env != nullptr && *env != '\0') {
-    path += ":" + std::string(env);
-  }
-  std::stringstream ss(path);
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty()) continue;
-    std::string candidate = dir + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return name;
+// Where Patroni and etcd are installed: searched before $PATH, so that a program of the same
+// name earlier in $PATH (a virtualenv, say) does not replace the packaged one.
+const char* kSystemDirs = "/usr/bin:/bin:/usr/local/bin:/usr/sbin:/sbin";
+
+// `name` found in kSystemDirs or $PATH; `name` itself when not found.
+std::string SystemProgram(const std::string& name) {
+  const std::string path = FindExecutable(name, kSystemDirs);
+  return path.empty() ? name : path;
 }
 
-// Patroni's own programs: $SBD_PATRONI_BINDIR/<tool> when set, else found in PATH.
+// Patroni's own programs: $SBD_PATRONI_BINDIR/<tool> when set, else SystemProgram(tool).
 std::string PatroniBin(const std::string& tool) {
   if (const char* env = std::getenv("SBD_PATRONI_BINDIR"); env != nullptr && *env != '\0') {
     return std::string(env) + "/" + tool;
   }
-  return FindProgram(tool);
+  return SystemProgram(tool);
 }
 
-// fork/exec of a long-running daemon with stdin from /dev/null and stdout+stderr appended to
-// `log_file`, in its own process group, with a minimal environment. With `as_postgres` (and root)
-// the child switches to the postgres user itself (no runuser), so the returned pid is the daemon.
-// The child gets SIGTERM when the calling thread exits (PR_SET_PDEATHSIG).
-pid_t SpawnDaemon(const std::vector<std::string>& argv_in, const std::string& log_file,
-                  bool as_postgres, const std::string& workdir) {
-  if (argv_in.empty()) throw std::invalid_argument("SpawnDaemon: empty argv");
-  const bool switch_user = as_postgres && RunningAsRoot();
-  std::string home = "/";
-  if (switch_user) {
-    home = PostgresUser().home;
-  } else if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
-    home = h;
-  }
-  std::string user = "postgres";
-  if (!switch_user) {
-    passwd* pw = ::getpwuid(::geteuid());
-    user = pw != nullptr ? pw->pw_name : "nobody";
-  }
-  std::vector<std::string> env = {
-      "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
-      "HOME=" + home,
-      "USER=" + user,
-      "LOGNAME=" + user,
-      "LANG=C.UTF-8",
-      "PYTHONUNBUFFERED=1",
-      "PYTHONFAULTHANDLER=1"};
-  if (const char* tz = std::getenv("TZ"); tz != nullptr) env.push_back(std::string("TZ=") + tz);
-
-  std::vector<std::string> argv = argv_in;
-  argv[0] = FindProgram(argv[0]);
-  if (::access(argv[0].c_str(), X_OK) != 0) {
-    throw std::runtime_error("SpawnDaemon: program not found or not executable: " + argv_in[0]);
-  }
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  std::vector<char*> cenv;
-  for (auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
-  const std::string exec_error = "SpawnDaemon: failed to exec " + argv[0] + "\n";
-  const std::string setuid_error = "SpawnDaemon: failed to switch to the postgres user\n";
-  std::vector<gid_t> groups;
-  uid_t uid = 0;
-  gid_t gid = 0;
-  if (switch_user) {
-    groups = PostgresUser().groups;
-    uid = PostgresUser().uid;
-    gid = PostgresUser().gid;
-  }
-
-  int log_fd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (log_fd < 0) throw std::runtime_error("open " + log_file + ": " + strerror(errno));
-  if (switch_user) {
-    if (::fchown(log_fd, uid, gid) != 0) {
-      int e = errno;
-      ::close(log_fd);
-      throw std::runtime_error("chown " + log_file + ": " + strerror(e));
-    }
-  }
-  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0) {
-    int e = errno;
-    ::close(log_fd);
-    throw std::runtime_error(std::string("open /dev/null: ") + strerror(e));
-  }
-  const pid_t parent = ::getpid();
-
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int e = errno;
-    ::close(log_fd);
-    ::close(null_fd);
-    throw std::runtime_error(std::string("fork: ") + strerror(e));
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) ::signal(sig, SIG_DFL);
-    ::dup2(null_fd, 0);
-    ::dup2(log_fd, 1);
-    ::dup2(log_fd, 2);
-#ifdef SYS_close_range
-    if (::syscall(SYS_close_range, 3U, ~0U, 0) != 0)
-#endif
-    {
-      for (int fd = 3; fd < 65536; ++fd) ::close(fd);
-    }
-    if (switch_user) {
-      if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 ||
-          ::setuid(uid) != 0) {
-        ssize_t ignored = ::write(2, setuid_error.data(), setuid_error.size());
-        (void)ignored;
-        _exit(126);
-      }
-    }
-    // After the credential change, which clears it.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) _exit(1);
-    if (::chdir(workdir.c_str()) != 0 && ::chdir("/") != 0) _exit(127);
-    ::execve(cargv[0], cargv.data(), cenv.data());
-    ssize_t ignored = ::write(2, exec_error.data(), exec_error.size());
-    (void)ignored;
-    _exit(127);
-  }
-  ::setpgid(pid, pid);
-  ::close(log_fd);
-  ::close(null_fd);
-  return pid;
-}
-
-// Non-blocking reap. True (and the exit description) when `pid` has exited or is not our child.
-bool Reaped(pid_t pid, std::string* how = nullptr) {
-  if (pid <= 0) return true;
-  int status = 0;
-  for (;;) {
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) return false;
-    if (r < 0) {
-      if (how != nullptr) *how = "not a child any more";
-      return true;
-    }
-    if (how != nullptr) {
-      if (WIFEXITED(status)) {
-        *how = "exited with status " + std::to_string(WEXITSTATUS(status));
-      } else if (WIFSIGNALED(status)) {
-        *how = "killed by signal " + std::to_string(WTERMSIG(status));
-      } else {
-        *how = "ended";
-      }
-    }
-    return true;
-  }
-}
-
-// SIGCONT + `sig`, wait for the exit (deadline), then SIGKILL the process group. Never throws.
-void TerminateChild(pid_t pid, int sig, milliseconds deadline) {
-  if (pid <= 0) return;
-  ::kill(pid, SIGCONT);
-  ::kill(pid, sig);
-  if (WaitFor([&] { return Reaped(pid); }, deadline, milliseconds(20))) return;
-  ::kill(-pid, SIGCONT);
-  ::kill(-pid, SIGKILL);
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-}
-
-bool IsAlive(pid_t pid) {
-  char st = ProcessState(pid);
-  return st != '\0' && st != 'Z';
+// Options for etcd (as the current user) and patroni (as postgres): a minimal environment, and
+// SIGTERM when the thread that started them dies.
+BackgroundOptions DaemonOptions(bool as_postgres, const std::string& workdir) {
+  BackgroundOptions options;
+  options.as_postgres = as_postgres;
+  options.workdir = workdir;
+  options.minimal_environment = true;
+  options.die_with_parent = true;
+  return options;
 }
 
 std::unique_ptr<httplib::Client> LoopbackClient(int port, int read_timeout_ms = 3000) {
@@ -420,32 +100,6 @@ std::string Quoted(const std::string& s) {  // YAML single-quoted scalar
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// ScopedTempDir
-
-ScopedTempDir::ScopedTempDir(const std::string& prefix) {
-  std::string tmpl = "/tmp/" + prefix + "XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr) {
-    throw std::runtime_error("mkdtemp " + tmpl + ": " + strerror(errno));
-  }
-  path_ = buf.data();
-  ::chmod(path_.c_str(), 0755);
-  try {
-    GiveToPostgres(path_);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-    throw;
-  }
-}
-
-ScopedTempDir::~ScopedTempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
-// ---------------------------------------------------------------------------------------------
 // EtcdServer
 
 EtcdServer::EtcdServer(const std::string& dir)
@@ -461,21 +115,9 @@ EtcdServer::EtcdServer(const std::string& dir)
   constexpr int kAttempts = 5;
   for (int attempt = 1;; ++attempt) {
     const size_t log_offset = ReadFile(log_file_).size();
-    Spawn();
     std::string how;
     bool exited = false;
-    bool ready = WaitFor(
-        [&] {
-          if (Reaped(pid_, &how)) {
-            exited = true;
-            return true;
-          }
-          return Ready();
-        },
-        kEtcdReadyDeadline, milliseconds(50));
-    if (ready && !exited) return;
-    if (!exited) TerminateChild(pid_, SIGTERM, kEtcdStopDeadline);
-    pid_ = -1;
+    if (SpawnAndWait(&exited, &how)) return;
     const std::string new_log = ReadFile(log_file_).substr(log_offset);
     if (exited && new_log.find("address already in use") != std::string::npos &&
         attempt < kAttempts) {
@@ -509,30 +151,30 @@ std::string EtcdServer::endpoint() const {
 void EtcdServer::Spawn() {
   const std::string client_url = endpoint();
   const std::string peer_url = "http://127.0.0.1:" + std::to_string(peer_port_);
-  pid_ = SpawnDaemon({"etcd",
-                      "--name",
-                      "sbd-etcd",
-                      "--data-dir",
-                      data_dir_,
-                      "--listen-client-urls",
-                      client_url,
-                      "--advertise-client-urls",
-                      client_url,
-                      "--listen-peer-urls",
-                      peer_url,
-                      "--initial-advertise-peer-urls",
-                      peer_url,
-                      "--initial-cluster",
-                      "sbd-etcd=" + peer_url,
-                      "--initial-cluster-state",
-                      "new",
-                      "--initial-cluster-token",
-                      "sbd-test",
-                      "--logger",
-                      "zap",
-                      "--log-outputs",
-                      "stderr"},
-                     log_file_, /*as_postgres=*/false, dir_);
+  pid_ = SpawnBackgroundProcess({SystemProgram("etcd"),
+                                 "--name",
+                                 "sbd-etcd",
+                                 "--data-dir",
+                                 data_dir_,
+                                 "--listen-client-urls",
+                                 client_url,
+                                 "--advertise-client-urls",
+                                 client_url,
+                                 "--listen-peer-urls",
+                                 peer_url,
+                                 "--initial-advertise-peer-urls",
+                                 peer_url,
+                                 "--initial-cluster",
+                                 "sbd-etcd=" + peer_url,
+                                 "--initial-cluster-state",
+                                 "new",
+                                 "--initial-cluster-token",
+                                 "sbd-test",
+                                 "--logger",
+                                 "zap",
+                                 "--log-outputs",
+                                 "stderr"},
+                                log_file_, DaemonOptions(/*as_postgres=*/false, dir_));
 }
 
 bool EtcdServer::Ready() const {
@@ -542,39 +184,38 @@ bool EtcdServer::Ready() const {
     if (!res || res->status != 200) return false;
     json health = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
     if (!health.is_object() || health.value("health", "") != "true") return false;
-    PostV3("kv/range", R"({"key":")" + Base64Encode("/") + R"("})");
+    PostV3("kv/range", R"({"key":")" + sbd::Base64Encode("/") + R"("})");
     return true;
   } catch (const std::exception&) {
     return false;
   }
 }
 
+bool EtcdServer::SpawnAndWait(bool* exited, std::string* how) {
+  Spawn();
+  const StartupOutcome outcome = WaitUntilReady(
+      pid_, [this] { return Ready(); }, kEtcdReadyDeadline, milliseconds(50), how);
+  *exited = outcome == StartupOutcome::kExited;
+  if (outcome == StartupOutcome::kReady) return true;
+  if (!*exited) StopChildProcess(pid_, SIGTERM, kEtcdStopDeadline);
+  pid_ = -1;
+  return false;
+}
+
 void EtcdServer::Stop() {
   if (pid_ <= 0) return;
-  TerminateChild(pid_, SIGTERM, kEtcdStopDeadline);
+  StopChildProcess(pid_, SIGTERM, kEtcdStopDeadline);
   pid_ = -1;
 }
 
 void EtcdServer::Start() {
   if (pid_ > 0) {
-    if (!Reaped(pid_)) return;
+    if (!ReapIfExited(pid_)) return;
     pid_ = -1;
   }
-  Spawn();
   std::string how;
   bool exited = false;
-  bool ready = WaitFor(
-      [&] {
-        if (Reaped(pid_, &how)) {
-          exited = true;
-          return true;
-        }
-        return Ready();
-      },
-      kEtcdReadyDeadline, milliseconds(50));
-  if (ready && !exited) return;
-  if (!exited) TerminateChild(pid_, SIGTERM, kEtcdStopDeadline);
-  pid_ = -1;
+  if (SpawnAndWait(&exited, &how)) return;
   throw std::runtime_error("EtcdServer: restart on 127.0.0.1:" + std::to_string(client_port_) +
                            " failed (" + (exited ? how : std::string("not ready")) +
                            ")\n--- last lines of " + log_file_ + " ---\n" + LogTail());
@@ -594,9 +235,9 @@ std::string EtcdServer::PostV3(const std::string& api, const std::string& json_b
 }
 
 std::string EtcdServer::Get(const std::string& key) const {
-  json body = json::parse(PostV3("kv/range", json{{"key", Base64Encode(key)}}.dump()));
+  json body = json::parse(PostV3("kv/range", json{{"key", sbd::Base64Encode(key)}}.dump()));
   if (!body.contains("kvs") || body["kvs"].empty()) return "";
-  return Base64Decode(body["kvs"][0].value("value", ""));
+  return sbd::Base64Decode(body["kvs"][0].value("value", "")).value_or("");
 }
 
 std::string EtcdServer::LogTail(int lines) const { return Tail(log_file_, lines); }
@@ -698,7 +339,7 @@ PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& s
     bool leader = WaitFor(
         [&] {
           std::string how;
-          if (Reaped(members_.front().patroni_pid, &how)) {
+          if (ReapIfExited(members_.front().patroni_pid, &how)) {
             members_.front().patroni_pid = -1;
             Fail("patroni " + first + " " + how + " during bootstrap");
           }
@@ -797,10 +438,10 @@ void PatroniCluster::WriteConfig(const PatroniMember& m) const {
 }
 
 void PatroniCluster::StartPatroni(PatroniMember& m) {
-  if (m.patroni_pid > 0 && !Reaped(m.patroni_pid)) return;
+  if (m.patroni_pid > 0 && !ReapIfExited(m.patroni_pid)) return;
   m.frozen = false;
-  m.patroni_pid = SpawnDaemon({PatroniBin("patroni"), m.config_file}, m.log_file,
-                              /*as_postgres=*/true, m.dir);
+  m.patroni_pid = SpawnBackgroundProcess({PatroniBin("patroni"), m.config_file}, m.log_file,
+                                         DaemonOptions(/*as_postgres=*/true, m.dir));
 }
 
 PatroniMember& PatroniCluster::member(const std::string& name) {
@@ -852,35 +493,7 @@ std::string PatroniCluster::Leader() const {
 bool PatroniCluster::TryQuery(const std::string& name, const std::string& sql, std::string* out,
                               seconds timeout) const {
   const PatroniMember& m = member(name);
-  const std::vector<std::string> argv = {PgBin("psql"),
-                                         "-X",
-                                         "-A",
-                                         "-t",
-                                         "-q",
-                                         "-v",
-                                         "ON_ERROR_STOP=1",
-                                         "-h",
-                                         m.dir,
-                                         "-p",
-                                         std::to_string(m.pg_port),
-                                         "-U",
-                                         "postgres",
-                                         "-d",
-                                         "postgres",
-                                         "-c",
-                                         sql};
-  SplitCommandResult r = RunCommandSplit(argv, /*as_postgres=*/true, timeout);
-  if (r.exit_code != 0) {
-    if (out != nullptr) {
-      *out = "$ " + FormatArgv(argv) + "\n" +
-             (r.exit_code == -1 ? std::string("(timed out)")
-                                : "(exit " + std::to_string(r.exit_code) + ")") +
-             "\n" + r.err + r.out;
-    }
-    return false;
-  }
-  if (out != nullptr) *out = Trim(r.out);
-  return true;
+  return TrySuperuserQuery(m.dir, m.pg_port, sql, timeout, out);
 }
 
 std::string PatroniCluster::Query(const std::string& name, const std::string& sql,
@@ -979,7 +592,7 @@ void PatroniCluster::WaitHealthy(seconds deadline) {
       [&] {
         for (auto& m : members_) {
           std::string how;
-          if (m.patroni_pid > 0 && Reaped(m.patroni_pid, &how)) {
+          if (m.patroni_pid > 0 && ReapIfExited(m.patroni_pid, &how)) {
             m.patroni_pid = -1;
             Fail("patroni " + m.name + " " + how);
           }
@@ -998,22 +611,11 @@ void PatroniCluster::WaitHealthy(seconds deadline) {
   bool works = WaitFor(
       [&] {
         for (const auto& m : members_) {
-          const std::vector<std::string> argv = {
-              PgBin("psql"),
-              "-X",
-              "-A",
-              "-t",
-              "-q",
-              "-v",
-              "ON_ERROR_STOP=1",
-              "-d",
-              m.MonitorDsn() + " password=" + kMonitorPassword + " connect_timeout=5",
-              "-c",
-              "SELECT current_user, system_identifier FROM pg_control_system();"
-              "SELECT checkpoint_lsn FROM pg_control_checkpoint();"};
-          SplitCommandResult r = RunCommandSplit(argv, /*as_postgres=*/true, seconds(15));
-          if (r.exit_code != 0 || r.out.find(kMonitorUser) == std::string::npos) {
-            last = m.name + ": " + r.err + r.out;
+          std::string detail;
+          if (!MonitorLoginWorks(
+                  m.MonitorDsn() + " password=" + kMonitorPassword + " connect_timeout=5",
+                  kMonitorUser, seconds(15), &detail)) {
+            last = m.name + ": " + detail;
             return false;
           }
         }
@@ -1075,8 +677,7 @@ std::string PatroniCluster::Switchover(const std::string& candidate, seconds dea
   }
   CommandResult r = RunCommand(argv, /*as_postgres=*/true, deadline);
   if (r.exit_code != 0) {
-    Fail("Switchover: $ " + FormatArgv(argv) + " (exit " + std::to_string(r.exit_code) + ")\n" +
-         r.output);
+    Fail("Switchover: " + DescribeCommandRun(argv, r.exit_code, r.output));
   }
   std::string new_leader;
   bool switched = WaitFor(
@@ -1129,8 +730,7 @@ void PatroniCluster::Reinit(const std::string& name, seconds deadline) {
                                          "--wait"};
   CommandResult r = RunCommand(argv, /*as_postgres=*/true, deadline);
   if (r.exit_code != 0) {
-    Fail("Reinit: $ " + FormatArgv(argv) + " (exit " + std::to_string(r.exit_code) + ")\n" +
-         r.output);
+    Fail("Reinit: " + DescribeCommandRun(argv, r.exit_code, r.output));
   }
 }
 
@@ -1184,10 +784,9 @@ void PatroniCluster::StopAll() noexcept {
     for (auto& m : members_) {
       if (m.patroni_pid > 0) ::kill(m.patroni_pid, SIGCONT);
       m.frozen = false;
-      std::ifstream pidfile(m.data_dir + "/postmaster.pid");
-      long pm = 0;
-      if (pidfile >> pm && pm > 0) {
-        for (pid_t p : ProcessTree(static_cast<pid_t>(pm))) ::kill(p, SIGCONT);
+      const pid_t pm = ReadPidFile(m.data_dir + "/postmaster.pid");
+      if (pm > 0) {
+        for (pid_t p : ProcessTree(pm)) ::kill(p, SIGCONT);
       }
     }
     for (auto& m : members_) {
@@ -1197,45 +796,33 @@ void PatroniCluster::StopAll() noexcept {
         [&] {
           bool all = true;
           for (auto& m : members_) {
-            if (m.patroni_pid > 0 && !Reaped(m.patroni_pid)) all = false;
+            if (m.patroni_pid > 0 && !ReapIfExited(m.patroni_pid)) all = false;
           }
           return all;
         },
         kPatroniStopDeadline, milliseconds(50));
     for (auto& m : members_) {
-      if (m.patroni_pid > 0 && !Reaped(m.patroni_pid)) {
-        TerminateChild(m.patroni_pid, SIGKILL, kSignalDeadline);
+      if (m.patroni_pid > 0 && !ReapIfExited(m.patroni_pid)) {
+        StopChildProcess(m.patroni_pid, SIGKILL, kSignalDeadline);
       }
       m.patroni_pid = -1;
     }
     // Patroni starts postgres in its own session (not our child): make sure it is gone.
     for (auto& m : members_) {
-      std::ifstream pidfile(m.data_dir + "/postmaster.pid");
-      long pm = 0;
-      if (!(pidfile >> pm) || pm <= 0 || !IsAlive(static_cast<pid_t>(pm))) continue;
+      const pid_t pm = ReadPidFile(m.data_dir + "/postmaster.pid");
+      if (pm <= 0 || !ProcessAlive(pm)) continue;
       const std::string cmdline = ReadFile("/proc/" + std::to_string(pm) + "/cmdline");
       if (cmdline.find("postgres") == std::string::npos) continue;  // pid reused
       RunCommand({PgBin("pg_ctl"), "-D", m.data_dir, "-m", "immediate", "-w", "-t", "30", "stop"},
                  /*as_postgres=*/true, seconds(45));
-      if (IsAlive(static_cast<pid_t>(pm))) {
-        std::vector<pid_t> tree = ProcessTree(static_cast<pid_t>(pm));
-        for (pid_t p : tree) ::kill(p, SIGKILL);
-        WaitFor(
-            [&] {
-              for (pid_t p : tree) {
-                if (IsAlive(p)) return false;
-              }
-              return true;
-            },
-            kSignalDeadline);
-      }
+      if (ProcessAlive(pm)) KillProcessTree(pm, kSignalDeadline);
     }
     // Forget the cluster in etcd, so that the scope can be bootstrapped again.
     if (etcd_.running()) {
       try {
         etcd_.PostV3("kv/deleterange",
-                     json{{"key", Base64Encode(KeyPrefix())},
-                          {"range_end", Base64Encode(PrefixRangeEnd(KeyPrefix()))}}
+                     json{{"key", sbd::Base64Encode(KeyPrefix())},
+                          {"range_end", sbd::Base64Encode(PrefixRangeEnd(KeyPrefix()))}}
                          .dump());
       } catch (const std::exception&) {
       }

@@ -15,21 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace sbd::testing {
 
-/// A directory created with mkdtemp under /tmp (mode 0755, owned by postgres when we are root so
-/// that Patroni can create its member dirs in it). Removed recursively by the destructor.
-class ScopedTempDir {
- public:
-  explicit ScopedTempDir(const std::string& prefix = "sbd-patroni-");
-  ~ScopedTempDir();
-  ScopedTempDir(const ScopedTempDir&) = delete;
-  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+/// The Patroni sandbox's former name for TempDir (mode 0755, owned by postgres when we are root,
+/// so that Patroni can create its member dirs in it). Give it a prefix, e.g. "sbd-patroni-".
+using ScopedTempDir = TempDir;
 
 /// One etcd 3.4 server on loopback (client + peer ports free), data in `dir`/data, log in
 /// `dir`/etcd.log. Runs as the current user. Non-copyable.
@@ -69,6 +61,9 @@ class EtcdServer {
  private:
   void Spawn();
   bool Ready() const;
+  // Spawn(), then wait (deadline) until Ready(). False, with pid_ = -1, when etcd exited first
+  // (`exited`, and `how`) or is not ready in time (then it is stopped).
+  bool SpawnAndWait(bool* exited, std::string* how);
 
   std::string dir_;
   std::string data_dir_;

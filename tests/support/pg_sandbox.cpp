@@ -1,7 +1,6 @@
 #include "tests/support/pg_sandbox.h"
 
 #include <fcntl.h>
-#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,11 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <stdexcept>
 
+#include "tests/support/files.h"
 #include "tests/support/process.h"
 
 namespace sbd::testing {
@@ -30,84 +28,6 @@ const seconds kStartTimeout{60};  // pg_ctl -t
 const milliseconds kReadyDeadline{30000};
 const milliseconds kStreamingDeadline{60000};
 const milliseconds kSignalDeadline{5000};
-
-struct PostgresIds {
-  uid_t uid;
-  gid_t gid;
-};
-
-// The postgres OS user; only needed (and required) when running as root.
-const PostgresIds& PostgresUser() {
-  static const PostgresIds ids = [] {
-    passwd* pw = ::getpwnam("postgres");
-    if (pw == nullptr) {
-      throw std::runtime_error(
-          "PgSandbox: running as root but there is no `postgres` OS user; install postgresql-15 "
-          "(scripts/install-deps)");
-    }
-    return PostgresIds{pw->pw_uid, pw->pw_gid};
-  }();
-  return ids;
-}
-
-// Gives `path` to the postgres user when we run as root (otherwise we already own it).
-void GiveToPostgres(const std::string& path) {
-  if (!RunningAsRoot()) return;
-  const auto& ids = PostgresUser();
-  if (::chown(path.c_str(), ids.uid, ids.gid) != 0) {
-    throw std::runtime_error("chown " + path + ": " + strerror(errno));
-  }
-}
-
-void MakeDir(const std::string& path, mode_t mode) {
-  if (::mkdir(path.c_str(), mode) != 0) {
-    throw std::runtime_error("mkdir " + path + ": " + strerror(errno));
-  }
-  ::chmod(path.c_str(), mode);  // not subject to the umask
-}
-
-void WriteFile(const std::string& path, const std::string& content, mode_t mode, bool append) {
-  int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
-  int fd = ::open(path.c_str(), flags, mode);
-  if (fd < 0) throw std::runtime_error("open " + path + ": " + strerror(errno));
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      throw std::runtime_error("write " + path + ": " + strerror(e));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (!append) ::fchmod(fd, mode);
-  ::close(fd);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string Trim(const std::string& s) {
-  const char* ws = " \t\r\n";
-  auto b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  auto e = s.find_last_not_of(ws);
-  return s.substr(b, e - b + 1);
-}
-
-std::string DescribeRun(const std::vector<std::string>& argv, int exit_code,
-                        const std::string& output) {
-  std::string s = "$ " + FormatArgv(argv) + "\n";
-  s += exit_code == -1 ? std::string("(timed out)") : "(exit " + std::to_string(exit_code) + ")";
-  s += "\n" + output;
-  return s;
-}
 
 bool Contains(const std::string& haystack, const char* needle) {
   return haystack.find(needle) != std::string::npos;
@@ -174,6 +94,38 @@ std::string PgBin(const std::string& tool) {
   return PgBinDir().empty() ? tool : PgBinDir() + "/" + tool;
 }
 
+std::vector<std::string> PsqlCommand(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {PgBin("psql"), "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+bool TrySuperuserQuery(const std::string& socket_dir, int port, const std::string& sql,
+                       seconds timeout, std::string* out) {
+  const std::vector<std::string> argv =
+      PsqlCommand({"-h", socket_dir, "-p", std::to_string(port), "-U", "postgres", "-d", "postgres",
+                   "-c", sql});
+  SplitCommandResult r = RunCommandSplit(argv, /*as_postgres=*/true, timeout);
+  if (r.exit_code != 0) {
+    if (out != nullptr) *out = DescribeCommandRun(argv, r.exit_code, r.err + r.out);
+    return false;
+  }
+  if (out != nullptr) *out = Trim(r.out);
+  return true;
+}
+
+bool MonitorLoginWorks(const std::string& dsn, const std::string& user, seconds timeout,
+                       std::string* detail) {
+  const std::vector<std::string> argv =
+      PsqlCommand({"-d", dsn, "-c",
+                   "SELECT current_user, system_identifier FROM pg_control_system();"
+                   "SELECT checkpoint_lsn FROM pg_control_checkpoint();"});
+  SplitCommandResult r = RunCommandSplit(argv, /*as_postgres=*/true, timeout);
+  if (r.exit_code == 0 && r.out.find(user) != std::string::npos) return true;
+  if (detail != nullptr) *detail = DescribeCommandRun(argv, r.exit_code, r.err + r.out);
+  return false;
+}
+
 // ---------------------------------------------------------------------------------------------
 // PgInstance
 
@@ -200,26 +152,7 @@ std::string PgInstance::SuperuserDsn() const {
   return "host=127.0.0.1 port=" + std::to_string(port_) + " user=postgres dbname=postgres";
 }
 
-std::string PgInstance::LogTail(int lines) const {
-  std::string log = ReadFile(log_file_);
-  if (log.empty()) return "(server log " + log_file_ + " is empty or missing)\n";
-  size_t pos = log.size();
-  if (log.back() == '\n') --pos;
-  int seen = 0;
-  while (pos > 0) {
-    size_t nl = log.rfind('\n', pos - 1);
-    if (nl == std::string::npos) {
-      pos = 0;
-      break;
-    }
-    if (++seen >= lines) {
-      pos = nl + 1;
-      break;
-    }
-    pos = nl;
-  }
-  return log.substr(pos);
-}
+std::string PgInstance::LogTail(int lines) const { return Tail(log_file_, lines); }
 
 void PgInstance::Fail(const std::string& what, const std::string& detail) const {
   std::string msg = "[" + name_ + " port " + std::to_string(port_) + "] " + what;
@@ -230,13 +163,12 @@ void PgInstance::Fail(const std::string& what, const std::string& detail) const 
 }
 
 pid_t PgInstance::PostmasterPid() const {
-  std::ifstream in(data_dir_ + "/postmaster.pid");
-  long pid = 0;
-  if (!(in >> pid) || pid <= 0) {
+  const pid_t pid = ReadPidFile(data_dir_ + "/postmaster.pid");
+  if (pid <= 0) {
     throw std::runtime_error("[" + name_ + "] no postmaster.pid in " + data_dir_ +
                              " (server not running?)");
   }
-  return static_cast<pid_t>(pid);
+  return pid;
 }
 
 void PgInstance::WriteInstanceConf() const {
@@ -281,7 +213,7 @@ void PgInstance::StartServer(bool allow_port_change) {
       port_ = FreeLoopbackPort();
       continue;
     }
-    Fail("pg_ctl start failed", DescribeRun(argv, r.exit_code, r.output));
+    Fail("pg_ctl start failed", DescribeCommandRun(argv, r.exit_code, r.output));
   }
   running_ = true;
 
@@ -305,28 +237,9 @@ void PgInstance::Start() {
 }
 
 std::string PgInstance::Query(const std::string& sql, seconds timeout) const {
-  const std::vector<std::string> argv = {PgBin("psql"),
-                                         "-X",
-                                         "-A",
-                                         "-t",
-                                         "-q",
-                                         "-v",
-                                         "ON_ERROR_STOP=1",
-                                         "-h",
-                                         dir_,
-                                         "-p",
-                                         std::to_string(port_),
-                                         "-U",
-                                         "postgres",
-                                         "-d",
-                                         "postgres",
-                                         "-c",
-                                         sql};
-  SplitCommandResult r = RunCommandSplit(argv, /*as_postgres=*/true, timeout);
-  if (r.exit_code != 0) {
-    Fail("query failed: " + sql, DescribeRun(argv, r.exit_code, r.err + r.out));
-  }
-  return Trim(r.out);
+  std::string out;
+  if (!TrySuperuserQuery(dir_, port_, sql, timeout, &out)) Fail("query failed: " + sql, out);
+  return out;
 }
 
 void PgInstance::Freeze() {
@@ -389,7 +302,8 @@ void PgInstance::Promote() {
       PgBin("pg_ctl"), "-w",     "-t", std::to_string(kStartTimeout.count()), "-D",
       data_dir_,       "promote"};
   CommandResult r = RunCommand(argv, /*as_postgres=*/true, kStartTimeout + seconds(30));
-  if (r.exit_code != 0) Fail("pg_ctl promote failed", DescribeRun(argv, r.exit_code, r.output));
+  if (r.exit_code != 0)
+    Fail("pg_ctl promote failed", DescribeCommandRun(argv, r.exit_code, r.output));
   std::string last;
   bool writable = WaitFor(
       [&] {
@@ -430,17 +344,7 @@ void PgInstance::Stop() {
     }
   }
   // Last resort: kill the whole tree.
-  std::vector<pid_t> tree = ProcessTree(postmaster);
-  for (pid_t pid : tree) ::kill(pid, SIGKILL);
-  bool gone = WaitFor(
-      [&] {
-        for (pid_t pid : tree) {
-          char st = ProcessState(pid);
-          if (st != '\0' && st != 'Z') return false;
-        }
-        return true;
-      },
-      kSignalDeadline);
+  bool gone = KillProcessTree(postmaster, kSignalDeadline);
   running_ = false;
   if (!gone) Fail("could not stop the server, even with SIGKILL", "");
 }
@@ -457,24 +361,12 @@ PgSandbox::PgSandbox() {
   }
   if (RunningAsRoot()) PostgresUser();  // fail early and clearly
 
-  char tmpl[] = "/tmp/sbd-pg-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) {
-    throw std::runtime_error(std::string("mkdtemp /tmp/sbd-pg-XXXXXX: ") + strerror(errno));
-  }
-  root_ = tmpl;
-  try {
-    ::chmod(root_.c_str(), 0755);
-    GiveToPostgres(root_);
-    password_file_ = root_ + "/monitor.password";
-    int fd = ::open(password_file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) throw std::runtime_error("open " + password_file_ + ": " + strerror(errno));
-    ::close(fd);
-    WriteFile(password_file_, std::string(kMonitorPassword) + "\n", 0600, /*append=*/false);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-    throw;
-  }
+  root_ = std::make_unique<TempDir>("sbd-pg");  // 0755, given to postgres when we are root
+  password_file_ = root() + "/monitor.password";
+  int fd = ::open(password_file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("open " + password_file_ + ": " + strerror(errno));
+  ::close(fd);
+  WriteFile(password_file_, std::string(kMonitorPassword) + "\n", 0600, /*append=*/false);
 }
 
 PgSandbox::~PgSandbox() {
@@ -492,8 +384,7 @@ PgSandbox::~PgSandbox() {
     }
   }
   instances_.clear();
-  std::error_code ec;
-  fs::remove_all(root_, ec);
+  root_.reset();
 }
 
 std::string PgSandbox::NewInstanceDir(const std::string& name) const {
@@ -507,7 +398,7 @@ std::string PgSandbox::NewInstanceDir(const std::string& name) const {
       throw std::invalid_argument("PgSandbox: instance '" + name + "' already exists");
     }
   }
-  std::string dir = root_ + "/" + name;
+  std::string dir = root() + "/" + name;
   MakeDir(dir, 0755);
   GiveToPostgres(dir);
   return dir;
@@ -531,7 +422,7 @@ PgInstance& PgSandbox::StartPrimary(const std::string& name) {
                                            "--no-sync",
                                            "--no-instructions"};
   CommandResult r = RunCommand(initdb, /*as_postgres=*/true, seconds(180));
-  if (r.exit_code != 0) pg.Fail("initdb failed", DescribeRun(initdb, r.exit_code, r.output));
+  if (r.exit_code != 0) pg.Fail("initdb failed", DescribeCommandRun(initdb, r.exit_code, r.output));
 
   WriteFile(pg.data_dir() + "/postgresql.conf", kCommonConf, 0600, /*append=*/true);
   WriteFile(pg.data_dir() + "/pg_hba.conf", kPgHba, 0600, /*append=*/false);
@@ -552,22 +443,10 @@ PgInstance& PgSandbox::StartPrimary(const std::string& name) {
   }
 
   // The monitoring role must really work the way the detector uses it: TCP, SCRAM, password.
-  const std::vector<std::string> check = {
-      PgBin("psql"),
-      "-X",
-      "-A",
-      "-t",
-      "-q",
-      "-v",
-      "ON_ERROR_STOP=1",
-      "-d",
-      pg.MonitorDsn() + " password=" + kMonitorPassword + " connect_timeout=10",
-      "-c",
-      "SELECT current_user, system_identifier FROM pg_control_system();"
-      "SELECT checkpoint_lsn FROM pg_control_checkpoint();"};
-  SplitCommandResult c = RunCommandSplit(check, /*as_postgres=*/true, seconds(30));
-  if (c.exit_code != 0 || !Contains(c.out, kMonitorUser)) {
-    pg.Fail("monitoring role check failed", DescribeRun(check, c.exit_code, c.err + c.out));
+  std::string detail;
+  if (!MonitorLoginWorks(pg.MonitorDsn() + " password=" + kMonitorPassword + " connect_timeout=10",
+                         kMonitorUser, seconds(30), &detail)) {
+    pg.Fail("monitoring role check failed", detail);
   }
   return pg;
 }
@@ -597,7 +476,7 @@ PgInstance& PgSandbox::StartReplica(const std::string& name, PgInstance& upstrea
   CommandResult r = RunCommand(basebackup, /*as_postgres=*/true, seconds(180));
   if (r.exit_code != 0) {
     upstream.Fail("pg_basebackup for replica '" + name + "' failed",
-                  DescribeRun(basebackup, r.exit_code, r.output));
+                  DescribeCommandRun(basebackup, r.exit_code, r.output));
   }
 
   pg.StartServer(/*allow_port_change=*/true);  // rewrites the copied sandbox_instance.conf

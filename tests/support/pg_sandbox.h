@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace sbd::testing {
 
 /// Directory holding initdb, pg_ctl, postgres, psql, pg_basebackup: $SBD_PG_BINDIR if set, else
@@ -20,6 +22,22 @@ namespace sbd::testing {
 const std::string& PgBinDir();
 /// Full path of a PostgreSQL tool, e.g. PgBin("psql").
 std::string PgBin(const std::string& tool);
+
+/// psql as the sandboxes run it: PgBin("psql") -X -A -t -q -v ON_ERROR_STOP=1 (no psqlrc,
+/// unaligned tuples only, quiet, stop at the first error), followed by `args`.
+std::vector<std::string> PsqlCommand(const std::vector<std::string>& args);
+
+/// Runs `sql` with psql as the postgres superuser over the unix socket in `socket_dir` (as the
+/// postgres OS user when we are root). True with psql's stdout, trimmed, in `out`; false on
+/// failure or timeout, with the command line, its exit status and its output in `out`.
+bool TrySuperuserQuery(const std::string& socket_dir, int port, const std::string& sql,
+                       std::chrono::seconds timeout, std::string* out);
+
+/// Logs in with `dsn` (which carries the password and a connect_timeout) the way the detector
+/// does and reads pg_control_system() and pg_control_checkpoint(). True when that works as
+/// `user`; otherwise false, with the command line and psql's output in `detail`.
+bool MonitorLoginWorks(const std::string& dsn, const std::string& user,
+                       std::chrono::seconds timeout, std::string* detail);
 
 class PgSandbox;
 
@@ -122,14 +140,14 @@ class PgSandbox {
   /// File (mode 0600, owned by the current user) holding kMonitorPassword and a newline.
   const std::string& PasswordFile() const { return password_file_; }
   /// The sandbox's temp root directory.
-  const std::string& root() const { return root_; }
+  const std::string& root() const { return root_->path(); }
 
   const std::vector<std::unique_ptr<PgInstance>>& instances() const { return instances_; }
 
  private:
   std::string NewInstanceDir(const std::string& name) const;
 
-  std::string root_;
+  std::unique_ptr<TempDir> root_;
   std::string password_file_;
   std::vector<std::unique_ptr<PgInstance>> instances_;
 };

@@ -3,10 +3,14 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,30 +25,16 @@
 #include <stdexcept>
 #include <thread>
 
+#include "tests/support/files.h"
+
 namespace sbd::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool IsExecutable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
-
-// Resolves a program name against PATH (no shell involved). Empty if not found.
-std::string ResolveProgram(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const char* env_path = std::getenv("PATH");
-  std::string path = env_path != nullptr && *env_path != '\0'
-                         ? env_path
-                         : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  // runuser lives in /usr/sbin, which a non-login PATH may lack.
-  path += ":/usr/sbin:/sbin";
-  std::stringstream ss(path);
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty()) continue;
-    std::string candidate = dir + "/" + name;
-    if (IsExecutable(candidate)) return candidate;
-  }
-  return "";
+bool IsExecutable(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
 // Moves a descriptor to >= 3 so that it cannot collide with the child's stdio slots when the
@@ -73,6 +63,21 @@ void CloseFromInChild(int lowfd) {
   long max_fd = ::sysconf(_SC_OPEN_MAX);
   if (max_fd < 0 || max_fd > 65536) max_fd = 65536;
   for (int fd = lowfd; fd < max_fd; ++fd) ::close(fd);
+}
+
+// Runs in a forked child, so only async-signal-safe calls (the parent may be multi-threaded): its
+// own process group, no blocked signals, default dispositions, `in_fd` (when >= 0), `out_fd` and
+// `err_fd` as stdin, stdout and stderr, and no other descriptor.
+void SetUpChild(int in_fd, int out_fd, int err_fd) {
+  ::setpgid(0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) ::signal(sig, SIG_DFL);
+  if (in_fd >= 0) ::dup2(in_fd, 0);
+  ::dup2(out_fd, 1);
+  ::dup2(err_fd, 2);
+  CloseFromInChild(3);
 }
 
 int OpenPidfd(pid_t pid) {
@@ -123,14 +128,14 @@ RawResult Run(const std::vector<std::string>& argv_in, bool as_postgres,
 
   std::vector<std::string> argv;
   const bool via_runuser = as_postgres && RunningAsRoot();
-  std::string program = ResolveProgram(argv_in[0]);
+  std::string program = FindExecutable(argv_in[0]);
   if (program.empty()) {
     result.exit_code = 127;
     result.out = "command not found: " + argv_in[0] + "\n";
     return result;
   }
   if (via_runuser) {
-    std::string runuser = ResolveProgram("runuser");
+    std::string runuser = FindExecutable("runuser");
     if (runuser.empty()) throw std::runtime_error("RunCommand: runuser not found");
     argv = {runuser, "-u", "postgres", "--", program};
   } else {
@@ -169,16 +174,8 @@ RawResult Run(const std::vector<std::string>& argv_in, bool as_postgres,
     throw std::runtime_error(std::string("fork: ") + strerror(e));
   }
   if (pid == 0) {
-    ::setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
     int null_fd = ::open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) ::dup2(null_fd, 0);
-    ::dup2(out_pipe[1], 1);
-    ::dup2(merge ? out_pipe[1] : err_pipe[1], 2);
-    CloseFromInChild(3);
+    SetUpChild(null_fd, out_pipe[1], merge ? out_pipe[1] : err_pipe[1]);
     if (workdir != nullptr && ::chdir(workdir) != 0) _exit(127);
     ::execv(cargv[0], cargv.data());
     ssize_t ignored = ::write(2, exec_error.data(), exec_error.size());
@@ -273,6 +270,35 @@ std::string FormatArgv(const std::vector<std::string>& argv) {
   return s;
 }
 
+std::string DescribeCommandRun(const std::vector<std::string>& argv, int exit_code,
+                               const std::string& output) {
+  std::string s = "$ " + FormatArgv(argv) + "\n";
+  s += exit_code == -1 ? std::string("(timed out)") : "(exit " + std::to_string(exit_code) + ")";
+  s += "\n" + output;
+  return s;
+}
+
+std::string FindExecutable(const std::string& name, const std::string& preferred_dirs) {
+  if (name.empty()) return "";
+  if (name.find('/') != std::string::npos) return name;
+  const char* env_path = std::getenv("PATH");
+  std::string path = preferred_dirs;
+  path += ':';
+  path += env_path != nullptr && *env_path != '\0'
+              ? env_path
+              : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  // runuser lives in /usr/sbin, which a non-login PATH may lack.
+  path += ":/usr/sbin:/sbin";
+  std::stringstream ss(path);
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = dir + "/" + name;
+    if (IsExecutable(candidate)) return candidate;
+  }
+  return "";
+}
+
 CommandResult RunCommand(const std::vector<std::string>& argv, bool as_postgres,
                          std::chrono::seconds timeout) {
   RawResult r = Run(argv, as_postgres, timeout, /*merge=*/true);
@@ -360,6 +386,186 @@ std::vector<pid_t> ProcessTree(pid_t root) {
     for (auto it = range.first; it != range.second; ++it) queue.push_back(it->second);
   }
   return tree;
+}
+
+bool ProcessAlive(pid_t pid) {
+  char st = ProcessState(pid);
+  return st != '\0' && st != 'Z';
+}
+
+bool KillProcessTree(pid_t root, std::chrono::milliseconds deadline) {
+  const std::vector<pid_t> tree = ProcessTree(root);
+  for (pid_t pid : tree) ::kill(pid, SIGKILL);
+  return WaitFor(
+      [&] {
+        for (pid_t pid : tree) {
+          if (ProcessAlive(pid)) return false;
+        }
+        return true;
+      },
+      deadline);
+}
+
+pid_t SpawnBackgroundProcess(const std::vector<std::string>& argv_in, const std::string& log_file,
+                             const BackgroundOptions& options) {
+  if (argv_in.empty()) throw std::invalid_argument("SpawnBackgroundProcess: empty argv");
+  const bool switch_user = options.as_postgres && RunningAsRoot();
+  const OsUser* postgres = switch_user ? &PostgresUser() : nullptr;
+
+  std::vector<std::string> argv = argv_in;
+  argv[0] = FindExecutable(argv[0]);
+  if (argv[0].empty() || !IsExecutable(argv[0])) {
+    throw std::runtime_error("SpawnBackgroundProcess: program not found or not executable: " +
+                             argv_in[0]);
+  }
+  std::vector<std::string> env;
+  if (options.minimal_environment) {
+    std::string home = "/";
+    std::string user = "postgres";
+    if (switch_user) {
+      home = postgres->home;
+    } else {
+      if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') home = h;
+      passwd* pw = ::getpwuid(::geteuid());
+      user = pw != nullptr ? pw->pw_name : "nobody";
+    }
+    env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+           "HOME=" + home,
+           "USER=" + user,
+           "LOGNAME=" + user,
+           "LANG=C.UTF-8",
+           "PYTHONUNBUFFERED=1",
+           "PYTHONFAULTHANDLER=1"};
+    if (const char* tz = std::getenv("TZ"); tz != nullptr) env.push_back(std::string("TZ=") + tz);
+  }
+
+  // Everything the child needs is prepared before fork(): the parent may be multi-threaded, so
+  // the child only calls async-signal-safe functions.
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  std::vector<char*> cenv;
+  for (auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  const std::string exec_error = "SpawnBackgroundProcess: failed to exec " + argv[0] + "\n";
+  const std::string setuid_error =
+      "SpawnBackgroundProcess: failed to switch to the postgres user\n";
+  const std::vector<gid_t> groups = switch_user ? postgres->groups : std::vector<gid_t>{};
+  const uid_t uid = switch_user ? postgres->uid : 0;
+  const gid_t gid = switch_user ? postgres->gid : 0;
+  const char* workdir = options.workdir.empty() ? nullptr : options.workdir.c_str();
+
+  int log_fd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (log_fd < 0) throw std::runtime_error("open " + log_file + ": " + strerror(errno));
+  int null_fd = -1;
+  try {
+    log_fd = MoveAboveStdio(log_fd);
+    if (switch_user && ::fchown(log_fd, uid, gid) != 0) {
+      throw std::runtime_error("chown " + log_file + ": " + strerror(errno));
+    }
+    null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd < 0) throw std::runtime_error(std::string("open /dev/null: ") + strerror(errno));
+    null_fd = MoveAboveStdio(null_fd);
+  } catch (...) {
+    ::close(log_fd);
+    if (null_fd >= 0) ::close(null_fd);
+    throw;
+  }
+  const pid_t parent = ::getpid();
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int e = errno;
+    ::close(log_fd);
+    ::close(null_fd);
+    throw std::runtime_error(std::string("fork: ") + strerror(e));
+  }
+  if (pid == 0) {
+    SetUpChild(null_fd, log_fd, log_fd);
+    if (switch_user) {
+      if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 ||
+          ::setuid(uid) != 0) {
+        ssize_t ignored = ::write(2, setuid_error.data(), setuid_error.size());
+        (void)ignored;
+        _exit(126);
+      }
+    }
+    if (options.die_with_parent) {
+      // After the credential change, which clears it.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent) _exit(1);
+    }
+    if (workdir != nullptr && ::chdir(workdir) != 0 && ::chdir("/") != 0) _exit(127);
+    if (options.minimal_environment) {
+      ::execve(cargv[0], cargv.data(), cenv.data());
+    } else {
+      ::execv(cargv[0], cargv.data());
+    }
+    ssize_t ignored = ::write(2, exec_error.data(), exec_error.size());
+    (void)ignored;
+    _exit(127);
+  }
+  ::setpgid(pid, pid);  // also from the parent, so a kill(-pid) can never miss the group
+  ::close(log_fd);
+  ::close(null_fd);
+  return pid;
+}
+
+bool ReapIfExited(pid_t pid, std::string* how) {
+  if (pid <= 0) return true;
+  int status = 0;
+  for (;;) {
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return false;
+    if (r < 0) {
+      if (how != nullptr) *how = "not a child any more";
+      return true;
+    }
+    if (how != nullptr) {
+      if (WIFEXITED(status)) {
+        *how = "exited with status " + std::to_string(WEXITSTATUS(status));
+      } else if (WIFSIGNALED(status)) {
+        *how = "killed by signal " + std::to_string(WTERMSIG(status));
+      } else {
+        *how = "ended";
+      }
+    }
+    return true;
+  }
+}
+
+void StopChildProcess(pid_t pid, int sig, std::chrono::milliseconds deadline, bool whole_group) {
+  if (pid <= 0) return;
+  const pid_t target = whole_group ? -pid : pid;
+  ::kill(target, SIGCONT);
+  ::kill(target, sig);
+  if (WaitFor([&] { return ReapIfExited(pid); }, deadline, std::chrono::milliseconds(10))) {
+    return;
+  }
+  ::kill(-pid, SIGCONT);
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+StartupOutcome WaitUntilReady(pid_t pid, const std::function<bool()>& ready,
+                              std::chrono::milliseconds deadline, std::chrono::milliseconds poll,
+                              std::string* how) {
+  bool exited = false;
+  bool done = WaitFor(
+      [&] {
+        if (ReapIfExited(pid, how)) {
+          exited = true;
+          return true;
+        }
+        return ready();
+      },
+      deadline, poll);
+  if (exited) return StartupOutcome::kExited;
+  return done ? StartupOutcome::kReady : StartupOutcome::kTimedOut;
 }
 
 bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds deadline,
