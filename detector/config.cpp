@@ -155,15 +155,6 @@ std::string RedactLibpqMessage(const std::string& raw, const std::string& dsn) {
   return out + message.substr(pos);
 }
 
-std::string QuoteDsnValue(const std::string& value) {
-  std::string out = "'";
-  for (char c : value) {
-    if (c == '\\' || c == '\'') out += '\\';
-    out += c;
-  }
-  return out + "'";
-}
-
 std::vector<std::string> SplitCommas(const std::string& text) {
   std::vector<std::string> out(1);
   for (char c : text) {
@@ -210,7 +201,7 @@ std::variant<ParsedDsn, std::string> ParseDsn(const std::string& text) {
       continue;
     }
     given[keyword] = o->val;
-    parsed.dsn += (parsed.dsn.empty() ? "" : " ") + keyword + "=" + QuoteDsnValue(o->val);
+    parsed.dsn += (parsed.dsn.empty() ? "" : " ") + keyword + "=" + QuoteConninfoValue(o->val);
   }
   const std::string host = given.count("host") ? given["host"] : given["hostaddr"];
   parsed.address = BuildAddress(host, given["port"]);
@@ -837,6 +828,15 @@ class ConfigParser {
   std::vector<ClusterSpec> clusters_;
   AlertingSpec alerting_;
 };
+
+std::string QuoteConninfoValue(const std::string& value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
 
 std::string ConfigError::ToString() const {
   std::string out = file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";

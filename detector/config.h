@@ -124,6 +124,9 @@ std::optional<Millis> ParseDuration(const std::string& text);
 /// Formats a duration the way ParseDuration reads it ("1m30s", "250ms").
 std::string FormatDuration(Millis d);
 
+/// A libpq keyword/value value in single quotes, with backslash and quote escaped.
+std::string QuoteConninfoValue(const std::string& value);
+
 /// Resolves the member's password from its file or environment variable, or the inline
 /// one. Returns an error message (never containing the secret) on failure.
 std::variant<std::optional<std::string>, std::string> ResolvePassword(const MemberSpec& member);

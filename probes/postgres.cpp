@@ -16,15 +16,6 @@ std::string Trim(std::string text) {
   return text;
 }
 
-std::string Quote(const std::string& value) {
-  std::string out = "'";
-  for (char c : value) {
-    if (c == '\\' || c == '\'') out += '\\';
-    out += c;
-  }
-  return out + "'";
-}
-
 bool Contains(const std::string& haystack, const char* needle) {
   return haystack.find(needle) != std::string::npos;
 }
@@ -108,11 +99,12 @@ std::variant<std::string, ProbeFailure> PostgresProbe::ConnectionString(
   conninfo += " keepalives=1 keepalives_idle=5 keepalives_interval=1 keepalives_count=3";
   conninfo += " tcp_user_timeout=" + std::to_string(timeout_ms);
   conninfo += " application_name=splitbrain-detector";
-  conninfo += " options=" + Quote("-c statement_timeout=" + std::to_string(timeout_ms) +
-                                  " -c lock_timeout=" + std::to_string(timeout_ms) +
-                                  " -c idle_in_transaction_session_timeout=60000");
+  conninfo +=
+      " options=" + QuoteConninfoValue("-c statement_timeout=" + std::to_string(timeout_ms) +
+                                       " -c lock_timeout=" + std::to_string(timeout_ms) +
+                                       " -c idle_in_transaction_session_timeout=60000");
   if (const auto& secret = std::get<std::optional<std::string>>(password)) {
-    conninfo += " password=" + Quote(*secret);
+    conninfo += " password=" + QuoteConninfoValue(*secret);
   }
   return conninfo;
 }
