@@ -461,7 +461,9 @@ std::optional<MemberSpec> DiscoveredMember(const ClusterSpec& spec, const DcsMem
   if (host.empty()) return std::nullopt;
   MemberSpec member;
   member.name = registered.name;
-  member.dsn = "host='" + host + "' port='" + port + "' " + spec.discovery.dsn;
+  // Quoted: the DCS is not trusted to hand us a well-formed host.
+  member.dsn = "host=" + QuoteConninfoValue(host) + " port=" + QuoteConninfoValue(port) + " " +
+               spec.discovery.dsn;
   member.address = host + ":" + port;
   member.password_file = spec.discovery.password_file;
   member.password_env = spec.discovery.password_env;
