@@ -187,9 +187,18 @@ TEST_CASE("patroni: with etcd stopped the detector says so and keeps probing Pos
   INFO(metrics);
   // Unknown is not "does not hold": no holds_lock series while the store cannot be read.
   CHECK(metrics.find("splitbrain_member_holds_lock{") == std::string::npos);
-  for (const auto& m : env.cluster->members()) {
-    CHECK(HasLine(metrics, "splitbrain_member_up{cluster=\"demo\",member=\"" + m.name + "\"} 1"));
-  }
+  // Every member's PostgreSQL is still read. Without its DCS, Patroni demotes the leader,
+  // whose server restarts as a replica: wait for that, with a deadline, not for an instant.
+  auto all_up = [&] {
+    const std::string body = env.Metrics();
+    for (const auto& m : env.cluster->members()) {
+      if (!HasLine(body, "splitbrain_member_up{cluster=\"demo\",member=\"" + m.name + "\"} 1")) {
+        return false;
+      }
+    }
+    return HasLine(body, "splitbrain_lock_store_up{cluster=\"demo\"} 0");
+  };
+  CHECK(WaitFor(all_up, seconds(30)));
   const auto status = env.Status();
   CHECK(status["lock"]["readable"] == false);
   const double rounds = MetricValue(metrics, "splitbrain_rounds_total{cluster=\"demo\"}");
