@@ -108,6 +108,21 @@ std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alert
   }
   const bool paged = !firing.empty();
   switch (paged ? Verdict::kHealthy : a.verdict) {
+    case Verdict::kSuppressed:
+      // A declaration keeps a confirmed split brain from paging, never from being seen.
+      if (a.suppressed_split_brain) {
+        std::string reasons;
+        for (const auto& s : a.suppressions) {
+          if (s.declaration_id.empty() || s.hidden != VerdictName(Verdict::kSplitBrain)) continue;
+          reasons += (reasons.empty() ? "" : "; ") + s.kind + " " + s.declaration_id + ": " +
+                     s.reason + " (until " + FormatTime(s.expires) + ")";
+        }
+        firing.push_back(Make(c, alerting, links, "SplitBrainSuppressed", "warning",
+                              "Split brain in " + c.spec.name + " inside a declared window: " +
+                                  Join(a.writable) + " writable at once; " + reasons,
+                              "split-brain-suppressed.md"));
+      }
+      break;
     case Verdict::kSuspected:
       if (persisted) {
         firing.push_back(Make(c, alerting, links, "SplitBrainSuspected", "warning",
@@ -125,6 +140,18 @@ std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alert
       break;
     default:
       break;
+  }
+  if (c.fork_rounds >= kWarningRounds) {
+    std::string where;
+    for (const auto& f : c.forks) {
+      if (f.declared_by) continue;
+      where += (where.empty() ? "" : "; ") + std::string("lineage ") + f.lineage + " (" +
+               Join(f.members) + ") also writable in " + Join(f.with);
+    }
+    firing.push_back(Make(
+        c, alerting, links, "LineageForked", "warning",
+        "Lineage of " + c.spec.name + " writable in two places, a cutover not declared: " + where,
+        "lineage-forked.md"));
   }
   if (c.spec.kind == ClusterKind::kPatroni && c.dcs_consecutive_failures >= kWarningRounds) {
     firing.push_back(Make(

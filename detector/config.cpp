@@ -16,6 +16,8 @@
 #include <system_error>
 #include <tuple>
 
+#include "detector/file_sd.h"
+
 namespace sbd {
 namespace {
 
@@ -315,6 +317,8 @@ class ConfigParser {
     ValidatedConfig config;
     config.clusters_ = std::move(clusters_);
     config.alerting_ = std::move(alerting_);
+    config.suppressions_ = std::move(suppressions_);
+    config.watched_globs_ = std::move(watched_globs_);
     config.source_ = file_;
     return config;
   }
@@ -500,9 +504,13 @@ class ConfigParser {
       AddError(root.Mark(), "clusters", "required");
       return;
     }
-    const std::optional<Fields> fields = ReadMapping(root, "", {"clusters", "alerting"});
+    const std::optional<Fields> fields =
+        ReadMapping(root, "", {"clusters", "alerting", "suppressions"});
     if (!fields) return;
     if (const Entry* alerting = Optional(*fields, "alerting")) ParseAlerting(*alerting, "alerting");
+    if (const Entry* suppressions = Optional(*fields, "suppressions")) {
+      ParseSuppressions(*suppressions, "suppressions");
+    }
     const Entry* clusters = Required(*fields, root, "", "clusters");
     if (!clusters || !NonEmptySequence(*clusters, "clusters", "cluster")) return;
     SeenNames seen;
@@ -518,7 +526,7 @@ class ConfigParser {
     const std::optional<Fields> fields =
         ReadMapping(node, path,
                     {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier",
-                     "members", "scope", "namespace", "etcd", "discover", "discovery"});
+                     "members", "scope", "namespace", "etcd", "discover", "discovery", "file_sd"});
     if (!fields) return cluster;
     if (const Entry* name = Required(*fields, node, path, "name")) {
       cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
@@ -532,7 +540,12 @@ class ConfigParser {
       ParseSystemIdentifier(*id, Join(path, "system_identifier"), cluster);
     }
     const std::optional<bool> discover = ParsePatroniSettings(*fields, node, path, kind, cluster);
+    if (const Entry* file_sd = Optional(*fields, "file_sd")) {
+      ParseFileSd(*file_sd, Join(path, "file_sd"), kind, cluster);
+    }
+    // file_sd may supply every member: the check for an empty list waits for its targets.
     ParseMembers(*fields, node, path, kind, discover, cluster);
+    if (cluster.file_sd) ResolveFileSd(*fields, node, path, cluster);
     return cluster;
   }
 
@@ -656,24 +669,27 @@ class ConfigParser {
         ReadMapping(entry, path, {"dsn", "password_file", "password_env"});
     if (!fields) return;
     PasswordSources(*fields, path, discovery.password_file, discovery.password_env);
-    const Entry* dsn = Optional(*fields, "dsn");
-    const std::string dsn_path = Join(path, "dsn");
+    discovery.dsn = HostlessDsn(Optional(*fields, "dsn"), Join(path, "dsn"),
+                                "discovered members take host and port from the DCS");
+  }
+
+  // libpq settings for members whose host and port come from elsewhere (`from` says where):
+  // the dsn may not set them, and the password must come from a file or the environment.
+  std::string HostlessDsn(const Entry* dsn, const std::string& dsn_path, const char* from) {
     std::optional<ParsedDsn> parsed = dsn ? Dsn(*dsn, dsn_path) : std::nullopt;
-    if (!parsed) return;
+    if (!parsed) return "";
     std::vector<std::string> addressing;
     for (const char* keyword : {"host", "hostaddr", "port"}) {
       if (parsed->keywords.count(keyword)) addressing.push_back(keyword);
     }
     if (!addressing.empty()) {
-      AddError(dsn->Mark(), dsn_path,
-               "must not set " + JoinWords(addressing) +
-                   ": discovered members take host and port from the DCS");
+      AddError(dsn->Mark(), dsn_path, "must not set " + JoinWords(addressing) + ": " + from);
     }
     if (parsed->password) {
       AddError(dsn->Mark(), dsn_path,
                "must not hold a password: use password_file or password_env");
     }
-    discovery.dsn = std::move(parsed->dsn);
+    return std::move(parsed->dsn);
   }
 
   // ---- Members.
@@ -683,8 +699,10 @@ class ConfigParser {
     const Entry* members = Optional(fields, "members");
     const std::string members_path = Join(path, "members");
     if (!members || (members->value.IsSequence() && members->value.size() == 0)) {
-      // An invalid discover (reported) waives the check rather than guessing.
+      // An invalid discover (reported) waives the check rather than guessing; file_sd may
+      // supply every member (checked once its targets are read).
       if (kind != ClusterKind::kPostgres && discover.value_or(true)) return;
+      if (cluster.file_sd) return;
       const YAML::Mark mark = members ? members->Mark() : node.Mark();
       if (kind == ClusterKind::kPatroni) {
         AddError(mark, members_path, "must list at least one member or set discover: true");
@@ -699,6 +717,131 @@ class ConfigParser {
       cluster.members.push_back(
           ParseMember(members->value[i], Index(members_path, i), seen_members, kind));
     }
+  }
+
+  // ---- Prometheus file_sd inventory.
+
+  void ParseFileSd(const Entry& entry, const std::string& path, Kind kind, ClusterSpec& cluster) {
+    const std::optional<Fields> fields =
+        ReadMapping(entry, path,
+                    {"files", "group_by", "group", "name_label", "port", "patroni_url_label", "dsn",
+                     "password_file", "password_env"});
+    if (!fields) return;
+    FileSdSpec spec;
+    if (const Entry* files = Required(*fields, entry.value, path, "files")) {
+      const std::string files_path = Join(path, "files");
+      if (NonEmptySequence(*files, files_path, "file")) {
+        for (size_t i = 0; i < files->value.size(); ++i) {
+          auto file = String(Item(files->value[i]), Index(files_path, i));
+          if (file && !file->empty()) spec.files.push_back(*file);
+        }
+      }
+    }
+    auto label = [&](const char* key, bool required) {
+      const Entry* e =
+          required ? Required(*fields, entry.value, path, key) : Optional(*fields, key);
+      if (!e) return std::string();
+      std::optional<std::string> value = String(*e, Join(path, key));
+      if (value && !IsLabelName(*value)) {
+        AddError(e->Mark(), Join(path, key),
+                 "expected a label name matching [a-zA-Z_][a-zA-Z0-9_]*");
+        return std::string();
+      }
+      return value.value_or("");
+    };
+    spec.group_by = label("group_by", true);
+    spec.name_label = label("name_label", false);
+    if (const Entry* group = Optional(*fields, "group")) {
+      spec.group = String(*group, Join(path, "group")).value_or("");
+    } else {
+      spec.group = cluster.name;
+    }
+    if (const Entry* port = Optional(*fields, "port")) {
+      const std::string text = port->value.IsScalar() ? port->value.Scalar() : "";
+      const long value =
+          std::all_of(text.begin(), text.end(), IsDigit) && !text.empty() && text.size() <= 5
+              ? std::stol(text)
+              : 0;
+      if (value < 1 || value > 65535) {
+        AddError(port->Mark(), Join(path, "port"), "expected a port number (1-65535)");
+      } else {
+        spec.port = text;
+      }
+    }
+    if (const Entry* url = PatroniOnly(*fields, path, "patroni_url_label", kind)) {
+      (void)url;
+      spec.patroni_url_label = label("patroni_url_label", false);
+    }
+    PasswordSources(*fields, path, spec.password_file, spec.password_env);
+    spec.dsn = HostlessDsn(Optional(*fields, "dsn"), Join(path, "dsn"),
+                           "file_sd members take host and port from their targets");
+    if (!Optional(*fields, "dsn")) AddError(entry.Mark(), Join(path, "dsn"), "required");
+    cluster.file_sd = std::move(spec);
+  }
+
+  // Reads the target files now; their own errors carry their own file, line and column.
+  void ResolveFileSd(const Fields& fields, const YAML::Node& node, const std::string& path,
+                     ClusterSpec& cluster) {
+    const FileSdSpec& spec = *cluster.file_sd;
+    for (const auto& pattern : spec.files) watched_globs_.push_back(pattern);
+    FileSdTargets found = ReadFileSdTargets(spec.files);
+    for (auto& error : found.errors) errors_.push_back(std::move(error));
+    SeenNames seen;
+    for (const auto& member : cluster.members) seen.emplace(member.name, 0);
+    size_t matched = 0;
+    for (const FileSdTarget& target : found.targets) {
+      auto group = target.labels.find(spec.group_by);
+      if (group == target.labels.end() || group->second != spec.group) continue;
+      ++matched;
+      const YAML::Mark mark = target.mark;
+      auto fail = [&](const std::string& message) {
+        errors_.push_back({target.file, mark.line + 1, mark.column + 1, "targets", message});
+      };
+      MemberSpec member;
+      member.name = target.address;
+      if (!spec.name_label.empty()) {
+        auto name = target.labels.find(spec.name_label);
+        if (name == target.labels.end() || name->second.empty()) {
+          fail("target " + target.address + " has no label " + spec.name_label);
+          continue;
+        }
+        member.name = name->second;
+      }
+      if (!seen.emplace(member.name, 0).second) {
+        fail("member " + member.name + " is listed twice in cluster " + cluster.name);
+        continue;
+      }
+      std::string host = target.address, port = "5432";
+      if (const auto colon = host.rfind(':');
+          colon != std::string::npos && host.find(']', colon) == std::string::npos) {
+        port = host.substr(colon + 1);
+        host = host.substr(0, colon);
+      }
+      if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+      if (!spec.port.empty()) port = spec.port;
+      if (host.empty() || port.empty() || !std::all_of(port.begin(), port.end(), IsDigit)) {
+        fail("target " + target.address + " is not host:port");
+        continue;
+      }
+      member.dsn =
+          "host=" + QuoteConninfoValue(host) + " port=" + QuoteConninfoValue(port) + " " + spec.dsn;
+      member.address = host + ":" + port;
+      member.password_file = spec.password_file;
+      member.password_env = spec.password_env;
+      if (!spec.patroni_url_label.empty()) {
+        auto url = target.labels.find(spec.patroni_url_label);
+        if (url != target.labels.end() && IsHttpUrl(url->second)) {
+          member.patroni_url = TrimTrailingSlashes(url->second);
+        }
+      }
+      cluster.members.push_back(std::move(member));
+    }
+    if (matched == 0 && cluster.members.empty() && !cluster.discovery.enabled) {
+      AddError(
+          fields.at("file_sd").Mark(), Join(path, "file_sd"),
+          "no target has " + spec.group_by + "=\"" + spec.group + "\" and no member is listed");
+    }
+    (void)node;
   }
 
   MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen,
@@ -728,6 +871,45 @@ class ConfigParser {
       }
     }
     return member;
+  }
+
+  // ---- Suppressions.
+
+  void ParseSuppressions(const Entry& entry, const std::string& path) {
+    const std::optional<Fields> fields =
+        ReadMapping(entry, path, {"max_duration", "dropin_dir", "state_file", "declarations"});
+    if (!fields) return;
+    const Timing max = Duration(*fields, path, "max_duration", Millis(60000));
+    if (max.ok && max.given) suppressions_.max_duration = *max.given;
+    for (const char* key : {"dropin_dir", "state_file"}) {
+      const Entry* e = Optional(*fields, key);
+      if (!e) continue;
+      std::optional<std::string> value = String(*e, Join(path, key));
+      if (value && value->empty()) AddError(e->Mark(), Join(path, key), "expected a path");
+      (std::string(key) == "dropin_dir" ? suppressions_.dropin_dir : suppressions_.state_file) =
+          value.value_or("");
+    }
+    const Entry* declarations = Optional(*fields, "declarations");
+    if (!declarations || !Sequence(*declarations, Join(path, "declarations"))) return;
+    DeclarationRules rules;
+    rules.max_duration = suppressions_.max_duration;
+    rules.now = std::chrono::system_clock::now();
+    // A config outlives its declarations: an expired one is kept (shown as expired), not fatal.
+    rules.allow_expired = true;
+    for (size_t i = 0; i < declarations->value.size(); ++i) {
+      const std::string item_path = Index(Join(path, "declarations"), i);
+      auto parsed = ParseDeclaration(declarations->value[i], file_, item_path, rules);
+      if (auto* errors = std::get_if<std::vector<ConfigError>>(&parsed)) {
+        for (auto& error : *errors) errors_.push_back(std::move(error));
+        continue;
+      }
+      Declaration d = std::get<Declaration>(std::move(parsed));
+      d.id = "config-" + std::to_string(i);
+      d.source = "config";
+      d.origin = file_;
+      if (d.author.empty()) d.author = "config";
+      suppressions_.declarations.push_back(std::move(d));
+    }
   }
 
   // ---- Alerting.
@@ -827,6 +1009,8 @@ class ConfigParser {
   std::vector<ConfigError> errors_;
   std::vector<ClusterSpec> clusters_;
   AlertingSpec alerting_;
+  SuppressionsSpec suppressions_;
+  std::vector<std::string> watched_globs_;
 };
 
 std::string QuoteConninfoValue(const std::string& value) {

@@ -6,6 +6,9 @@
 #include <variant>
 #include <vector>
 
+#include "detector/config_error.h"
+#include "suppressors/declaration.h"
+
 namespace sbd {
 
 using Millis = std::chrono::milliseconds;
@@ -42,6 +45,22 @@ struct DiscoverySpec {
   std::optional<std::string> password_env;
 };
 
+/// Members read from Prometheus file_sd target files (JSON or YAML, as Prometheus reads them):
+/// the targets whose label `group_by` equals `group` are this cluster's members, so users reuse
+/// the target lists they already have. Re-read when the files change.
+struct FileSdSpec {
+  std::vector<std::string> files;  ///< paths or globs
+  std::string group_by;            ///< the label that groups targets into clusters
+  std::string group;               ///< its value for this cluster (default: the cluster name)
+  std::string name_label;          ///< label holding the member's name (default: the target)
+  std::string port;                ///< PostgreSQL port, when targets point at an exporter
+  std::string patroni_url_label;   ///< Patroni: label holding the member's REST URL
+  /// libpq settings without host/port, and the credentials, as for discovery.
+  std::string dsn;
+  std::optional<std::string> password_file;
+  std::optional<std::string> password_env;
+};
+
 /// A cluster: members that share one lock and are expected to share one lineage.
 struct ClusterSpec {
   std::string name;
@@ -65,6 +84,8 @@ struct ClusterSpec {
   bool ttl_from_dcs = false;
   /// Patroni: members found in the DCS members keys are probed too.
   DiscoverySpec discovery;
+  /// Members from file_sd target files (added to the configured ones).
+  std::optional<FileSdSpec> file_sd;
 };
 
 /// Where alerts go: every Alertmanager gets every alert (POST /api/v2/alerts).
@@ -82,6 +103,18 @@ struct AlertingSpec {
   std::vector<std::pair<std::string, std::string>> external_labels;
 };
 
+/// Provisioning declarations and where they come from (see suppressors/).
+struct SuppressionsSpec {
+  /// No declaration may be made for longer than this.
+  Millis max_duration{Millis(24 * 3600 * 1000)};
+  /// One YAML file per declaration, picked up without restart.
+  std::string dropin_dir;
+  /// Where declarations made through the HTTP API are kept across restarts.
+  std::string state_file;
+  /// Declarations written in the config itself.
+  std::vector<Declaration> declarations;
+};
+
 /// A configuration that passed every check. The only config type the runtime accepts:
 /// it can only be produced by LoadConfig/ParseConfig, so validation cannot be skipped.
 class ValidatedConfig {
@@ -89,24 +122,18 @@ class ValidatedConfig {
   const std::vector<ClusterSpec>& clusters() const { return clusters_; }
   const std::string& source() const { return source_; }
   const AlertingSpec& alerting() const { return alerting_; }
+  const SuppressionsSpec& suppressions() const { return suppressions_; }
+  /// Files whose change should reload the config: file_sd target files (globs expanded).
+  const std::vector<std::string>& watched_globs() const { return watched_globs_; }
 
  private:
   friend class ConfigParser;
   ValidatedConfig() = default;
   std::vector<ClusterSpec> clusters_;
   AlertingSpec alerting_;
+  SuppressionsSpec suppressions_;
+  std::vector<std::string> watched_globs_;
   std::string source_;
-};
-
-/// One problem in a config file: where it is and which key it concerns.
-struct ConfigError {
-  std::string file;
-  int line = 0;     // 1-based; 0 when the file could not be read at all
-  int column = 0;   // 1-based
-  std::string key;  // dotted path, e.g. clusters[0].members[1].dsn
-  std::string message;
-  /// "file:line:column: key: message".
-  std::string ToString() const;
 };
 
 using ConfigResult = std::variant<ValidatedConfig, std::vector<ConfigError>>;

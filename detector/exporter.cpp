@@ -133,6 +133,24 @@ void Exporter::Route() {
     const bool text = req.get_param_value("format") == "text";
     res.set_content(sources_.status(text), text ? "text/plain; charset=utf-8" : "application/json");
   });
+  if (sources_.list_declarations) {
+    auto reply = [](httplib::Response& res, const Sources::Answer& answer) {
+      res.status = answer.status;
+      res.set_content(answer.json, "application/json");
+    };
+    server_->Get("/api/v1/declarations",
+                 [this, reply](const httplib::Request&, httplib::Response& res) {
+                   reply(res, sources_.list_declarations());
+                 });
+    server_->Post("/api/v1/declarations",
+                  [this, reply](const httplib::Request& req, httplib::Response& res) {
+                    reply(res, sources_.add_declaration(req.body));
+                  });
+    server_->Delete(R"(/api/v1/declarations/([A-Za-z0-9_.\-]+))",
+                    [this, reply](const httplib::Request& req, httplib::Response& res) {
+                      reply(res, sources_.remove_declaration(req.matches[1]));
+                    });
+  }
   if (!sources_.runbooks_dir.empty()) {
     // The runbook_url of every alert resolves here, wherever the detector runs.
     server_->set_mount_point("/runbooks", sources_.runbooks_dir);

@@ -36,6 +36,15 @@ class Exporter {
     std::function<std::string(bool as_text)> status;  ///< JSON, or the text table
     std::function<bool()> ready;                      ///< every cluster has had a round
     std::string runbooks_dir;  ///< served read-only under /runbooks/ when not empty
+    /// /api/v1/declarations: GET lists, POST adds (body), DELETE /<id> removes. Each returns
+    /// an HTTP status and a JSON body. Absent when not set.
+    struct Answer {
+      int status;
+      std::string json;
+    };
+    std::function<Answer()> list_declarations;
+    std::function<Answer(const std::string& body)> add_declaration;
+    std::function<Answer(const std::string& id)> remove_declaration;
   };
 
   Exporter(Sources sources, WebConfig web);

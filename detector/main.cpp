@@ -12,14 +12,17 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "detector/alert_pusher.h"
 #include "detector/alerts.h"
 #include "detector/config.h"
 #include "detector/exporter.h"
+#include "detector/file_sd.h"
 #include "detector/metrics.h"
 #include "detector/scheduler.h"
 #include "detector/status.h"
+#include "suppressors/declaration_store.h"
 
 namespace {
 
@@ -42,8 +45,9 @@ flags:
   --log.format=FORMAT         logfmt|json (default logfmt)
   --version                   print the version and exit
 
-check exit codes: 0 every cluster healthy, 1 usage error, 2 config error, 3 unknown,
-  4 no_primary, 5 drift, 6 suspected, 7 split_brain (the worst cluster decides)
+check exit codes: 0 every cluster healthy, 1 usage error, 2 config error, 8 suppressed,
+  3 unknown, 4 no_primary, 5 drift, 6 suspected, 7 split_brain (the worst cluster decides,
+  in that order)
 )";
 
 struct Flags {
@@ -154,15 +158,25 @@ double Now() {
 }
 
 int RunCheck(const sbd::ValidatedConfig& config) {
+  sbd::DeclarationStore store(config.suppressions());
   sbd::Scheduler scheduler(config);
+  scheduler.SetDeclarationSource([&](sbd::WallClock::time_point t) { return store.Active(t); });
   scheduler.RunOnce();
   const auto snapshot = scheduler.Snapshot();
-  std::cout << sbd::StatusText(snapshot);
-  int worst = 0;
-  for (const auto& cluster : snapshot) {
-    worst = std::max(worst, sbd::VerdictExitCode(cluster.assessment.verdict));
-  }
-  return worst;
+  const sbd::DeclarationsView view = store.View();
+  std::cout << sbd::StatusText(snapshot, &view);
+  // The worst verdict decides (healthy, suppressed, unknown, ... split_brain).
+  sbd::Verdict worst = sbd::Verdict::kHealthy;
+  for (const auto& cluster : snapshot) worst = std::max(worst, cluster.assessment.verdict);
+  return sbd::VerdictExitCode(worst);
+}
+
+// The declarations HTTP API over a store: JSON in, JSON out.
+sbd::Exporter::Sources::Answer ErrorAnswer(int status,
+                                           const std::vector<sbd::ConfigError>& errors) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& e : errors) list.push_back(e.file.empty() ? e.message : e.ToString());
+  return {status, nlohmann::json{{"errors", list}}.dump(2) + "\n"};
 }
 
 // The runbooks shipped with this build: the source tree's, else the installed copy.
@@ -237,10 +251,16 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
   reload_status.last_attempt_timestamp = Now();
   std::mutex scheduler_mu;
   auto scheduler = std::make_shared<sbd::Scheduler>(config);
+  auto store = std::make_shared<sbd::DeclarationStore>(config.suppressions());
   auto current = [&] {
     std::lock_guard<std::mutex> lock(scheduler_mu);
     return scheduler;
   };
+  auto current_store = [&] {
+    std::lock_guard<std::mutex> lock(scheduler_mu);
+    return store;
+  };
+  auto declarations = [&](sbd::WallClock::time_point t) { return current_store()->Active(t); };
 
   sbd::Exporter::Sources sources;
   sources.metrics = std::make_shared<sbd::DetectorCollector>(
@@ -249,10 +269,36 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
         std::lock_guard<std::mutex> lock(alert_mu);
         return alert_path && alert_path->pusher ? alert_path->pusher->Stats()
                                                 : std::vector<sbd::AlertmanagerStats>{};
-      });
+      },
+      [&] { return current_store()->View(); });
   sources.status = [&](bool as_text) {
     const auto snapshot = current()->Snapshot();
-    return as_text ? sbd::StatusText(snapshot) : sbd::StatusJson(snapshot).dump(2) + "\n";
+    const sbd::DeclarationsView view = current_store()->View();
+    return as_text ? sbd::StatusText(snapshot, &view)
+                   : sbd::StatusJson(snapshot, &view).dump(2) + "\n";
+  };
+  sources.list_declarations = [&]() -> sbd::Exporter::Sources::Answer {
+    nlohmann::json list = nlohmann::json::array();
+    const auto now = sbd::WallClock::now();
+    for (const auto& d : current_store()->All()) list.push_back(sbd::DeclarationJson(d, now));
+    return {200, nlohmann::json{{"declarations", list}}.dump(2) + "\n"};
+  };
+  sources.add_declaration = [&](const std::string& body) -> sbd::Exporter::Sources::Answer {
+    auto added = current_store()->Add(body, sbd::WallClock::now());
+    if (auto* errors = std::get_if<std::vector<sbd::ConfigError>>(&added)) {
+      // A body that parsed but could not be kept is the detector's fault, not the caller's.
+      const bool ours = errors->size() == 1 && errors->front().line == 0;
+      return ErrorAnswer(ours ? 500 : 400, *errors);
+    }
+    return {201,
+            sbd::DeclarationJson(std::get<sbd::Declaration>(added), sbd::WallClock::now()).dump(2) +
+                "\n"};
+  };
+  sources.remove_declaration = [&](const std::string& id) -> sbd::Exporter::Sources::Answer {
+    bool not_found = false;
+    const std::string why = current_store()->Remove(id, &not_found);
+    if (why.empty()) return {200, nlohmann::json{{"removed", id}}.dump() + "\n"};
+    return ErrorAnswer(not_found ? 404 : 409, {{"", 0, 0, "", why}});
   };
   sources.ready = [&] { return current()->AllClustersHaveRun(); };
   sources.runbooks_dir = flags.runbooks_dir.empty() ? DefaultRunbooksDir() : flags.runbooks_dir;
@@ -274,7 +320,31 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
                                sbd::AlertsFor(cluster, alert_path->spec, alert_path->links));
   };
   scheduler->SetRoundListener(push);
+  scheduler->SetDeclarationSource(declarations);
   scheduler->Start();
+
+  // Drop-in declarations are re-read every second; a change to a file_sd target file
+  // reloads the config as SIGHUP does.
+  std::mutex watch_mu;
+  std::condition_variable watch_cv;
+  bool watch_stop = false;
+  std::vector<std::string> watched = config.watched_globs();
+  std::thread watcher([&] {
+    std::string fingerprint = sbd::FileSdFingerprint(watched);
+    std::unique_lock<std::mutex> lock(watch_mu);
+    while (!watch_cv.wait_for(lock, std::chrono::seconds(1), [&] { return watch_stop; })) {
+      const std::vector<std::string> globs = watched;
+      lock.unlock();
+      current_store()->Refresh();
+      const std::string now = sbd::FileSdFingerprint(globs);
+      if (now != fingerprint) {
+        fingerprint = now;
+        spdlog::info("msg=\"file_sd targets changed; reloading\"");
+        kill(getpid(), SIGHUP);
+      }
+      lock.lock();
+    }
+  });
   spdlog::info("msg=\"started\" version={} listen_port={} tls={} clusters={}", SBD_VERSION,
                exporter.port(), web.cert_file.empty() ? "off" : "on", config.clusters().size());
 
@@ -291,6 +361,11 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
       continue;
     }
     auto next = std::make_shared<sbd::Scheduler>(*reloaded);
+    auto next_store = std::make_shared<sbd::DeclarationStore>(reloaded->suppressions());
+    {
+      std::lock_guard<std::mutex> lock(watch_mu);
+      watched = reloaded->watched_globs();
+    }
     auto previous = current();
     previous->Stop();
     const auto old_snapshot = previous->Snapshot();
@@ -314,16 +389,24 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
       }
     }
     next->SetRoundListener(push);
-    next->Start();
+    next->SetDeclarationSource(declarations);
     {
       std::lock_guard<std::mutex> lock(scheduler_mu);
       scheduler = next;
+      store = next_store;
     }
+    next->Start();
     reload_status.last_successful = true;
     reload_status.last_success_timestamp = Now();
     spdlog::info("msg=\"config reloaded\" clusters={}", reloaded->clusters().size());
   }
   spdlog::info("msg=\"stopping\"");
+  {
+    std::lock_guard<std::mutex> lock(watch_mu);
+    watch_stop = true;
+  }
+  watch_cv.notify_all();
+  watcher.join();
   exporter.Stop();
   current()->Stop();
   return 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 namespace sbd {
 namespace {
@@ -25,6 +26,10 @@ class Family {
     family_.type = type;
   }
   void Add(std::vector<ClientMetric::Label> labels, double value) {
+    // A repeated label set would make the whole scrape fail; the first one stands.
+    std::string key;
+    for (const auto& l : labels) key += l.name + '\0' + l.value + '\0';
+    if (!seen_.insert(key).second) return;
     ClientMetric metric;
     metric.label = std::move(labels);
     if (family_.type == MetricType::Counter) {
@@ -38,15 +43,17 @@ class Family {
 
  private:
   MetricFamily family_;
+  std::set<std::string> seen_;
 };
 
 }  // namespace
 
 DetectorCollector::DetectorCollector(SnapshotSource source, const ConfigReloadStatus* reload_status,
-                                     PushStatsSource push_stats)
+                                     PushStatsSource push_stats, DeclarationsSource declarations)
     : source_(std::move(source)),
       reload_status_(reload_status),
-      push_stats_(std::move(push_stats)) {}
+      push_stats_(std::move(push_stats)),
+      declarations_(std::move(declarations)) {}
 
 std::vector<MetricFamily> DetectorCollector::Collect() const {
   const std::vector<ClusterSnapshot> clusters = source_();
@@ -146,12 +153,61 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
                        "The member's own dcs_last_seen, as its Patroni last reported it.",
                        MetricType::Gauge);
 
+  Family suppression_expiry(
+      "splitbrain_suppression_expiry_timestamp_seconds",
+      "A suppression applied in the cluster's latest round, valued at when it lapses: "
+      "hidden_verdict is what it kept from firing.",
+      MetricType::Gauge);
+  Family suppressed_split_brain(
+      "splitbrain_suppressed_split_brain",
+      "1 while a confirmed same-lineage split brain is inside a declared scope: it warns "
+      "(SplitBrainSuppressed) instead of paging.",
+      MetricType::Gauge);
+  Family transitions("splitbrain_transitions_total",
+                     "Candidates that failed confirmation because a switchover or failover "
+                     "was seen (old primary demoted, restarted or shutting down).",
+                     MetricType::Counter);
+  Family lineage_forked(
+      "splitbrain_cluster_lineage_forked",
+      "The cluster's lineage is writable in another cluster or scope too (with): 1, or 0 "
+      "while a cutover declaration covers it.",
+      MetricType::Gauge);
   for (const auto& c : clusters) {
     const std::string& name = c.spec.name;
     interval.Add({{"cluster", name}}, c.spec.probe_interval.count() / 1000.0);
     ttl.Add({{"cluster", name}}, c.spec.ttl.count() / 1000.0);
     members_total.Add({{"cluster", name}}, static_cast<double>(c.spec.members.size()));
     rounds.Add({{"cluster", name}}, static_cast<double>(c.rounds));
+    transitions.Add({{"cluster", name}}, static_cast<double>(c.transitions));
+    for (const auto& s : c.assessment.suppressions) {
+      suppression_expiry.Add({{"cluster", name},
+                              {"suppressor", s.suppressor},
+                              {"kind", s.kind},
+                              {"reason", s.reason},
+                              {"hidden_verdict", s.hidden},
+                              {"declaration", s.declaration_id}},
+                             Seconds(s.expires));
+      if (c.assessment.suppressed_split_brain && s.hidden == VerdictName(Verdict::kSplitBrain) &&
+          !s.declaration_id.empty()) {
+        suppressed_split_brain.Add(
+            {{"cluster", name}, {"suppressor", s.suppressor}, {"reason", s.reason}}, 1);
+      }
+    }
+    for (const auto& f : c.forks) {
+      std::string with;
+      for (const auto& w : f.with) with += (with.empty() ? "" : ",") + w;
+      lineage_forked.Add({{"cluster", name}, {"lineage", f.lineage}, {"with", with}},
+                         f.declared_by ? 0 : 1);
+      if (f.declared_by) {
+        suppression_expiry.Add({{"cluster", name},
+                                {"suppressor", "provisioning"},
+                                {"kind", DeclarationKindName(f.declared_by->kind)},
+                                {"reason", f.declared_by->reason},
+                                {"hidden_verdict", "lineage_forked"},
+                                {"declaration", f.declared_by->id}},
+                               Seconds(f.declared_by->expires));
+      }
+    }
     overruns.Add({{"cluster", name}}, static_cast<double>(c.overruns));
     const bool patroni = c.spec.kind == ClusterKind::kPatroni;
     cluster_info.Add(
@@ -238,6 +294,32 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
     }
   }
 
+  Family declaration_expiry(
+      "splitbrain_declaration_expiry_timestamp_seconds",
+      "Every declaration in force (config, drop-in file or API), valued at its expiry.",
+      MetricType::Gauge);
+  Family declaration_errors("splitbrain_declaration_file_errors",
+                            "Drop-in declaration files (and the API state file) rejected now; "
+                            "see /status for file, line and column.",
+                            MetricType::Gauge);
+  if (declarations_) {
+    const DeclarationsView view = declarations_();
+    const auto now = WallClock::now();
+    for (const auto& d : view.all) {
+      if (!d.ActiveAt(now)) continue;
+      declaration_expiry.Add({{"id", d.id},
+                              {"kind", DeclarationKindName(d.kind)},
+                              {"cluster", d.cluster},
+                              {"scope", d.scope},
+                              {"member", d.member},
+                              {"source", d.source}},
+                             Seconds(d.expires));
+    }
+    std::set<std::string> bad_files;
+    for (const auto& e : view.errors) bad_files.insert(e.file);
+    declaration_errors.Add({}, static_cast<double>(bad_files.size()));
+  }
+
   Family pushes("splitbrain_alertmanager_pushes_total",
                 "POSTs of alerts to the Alertmanager (retries included in one push).",
                 MetricType::Counter);
@@ -302,7 +384,13 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
                     &alerts_sent,
                     &alerts_dropped,
                     &push_success,
-                    &incident}) {
+                    &incident,
+                    &suppression_expiry,
+                    &suppressed_split_brain,
+                    &transitions,
+                    &lineage_forked,
+                    &declaration_expiry,
+                    &declaration_errors}) {
     out.push_back(f->Take());
   }
   return out;

@@ -9,6 +9,7 @@
 
 #include "detector/alert_pusher.h"
 #include "detector/scheduler.h"
+#include "suppressors/declaration_store.h"
 
 namespace sbd {
 
@@ -26,15 +27,18 @@ class DetectorCollector : public prometheus::Collectable {
  public:
   using SnapshotSource = std::function<std::vector<ClusterSnapshot>()>;
   using PushStatsSource = std::function<std::vector<AlertmanagerStats>()>;
-  /// `push_stats` may be empty when no Alertmanager is configured.
+  using DeclarationsSource = std::function<DeclarationsView()>;
+  /// `push_stats` may be empty when no Alertmanager is configured, `declarations` when none
+  /// can be made.
   DetectorCollector(SnapshotSource source, const ConfigReloadStatus* reload_status,
-                    PushStatsSource push_stats = {});
+                    PushStatsSource push_stats = {}, DeclarationsSource declarations = {});
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   SnapshotSource source_;
   const ConfigReloadStatus* reload_status_;
   PushStatsSource push_stats_;
+  DeclarationsSource declarations_;
 };
 
 /// The whole /metrics body in the Prometheus text format.

@@ -8,6 +8,7 @@
 #include "probes/http_json.h"
 #include "probes/patroni.h"
 #include "probes/postgres.h"
+#include "suppressors/transition.h"
 
 namespace sbd {
 
@@ -137,6 +138,11 @@ void Scheduler::Inherit(const std::vector<ClusterSnapshot>& previous) {
 void Scheduler::SetRoundListener(RoundListener listener) {
   std::lock_guard<std::mutex> lock(mu_);
   listener_ = std::move(listener);
+}
+
+void Scheduler::SetDeclarationSource(DeclarationSource source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  declarations_ = std::move(source);
 }
 
 void Scheduler::Start() {
@@ -294,6 +300,7 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
 
   bool candidate = false;
   bool confirmed = false;
+  std::optional<TransitionEvidence> transition;
   std::vector<size_t> again;
   for (size_t i = 0; i < round.size(); ++i) {
     const Observation& obs = round[i];
@@ -306,6 +313,7 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
     candidate = true;
     RoundReadings reprobe = ProbeRound(cluster, again, true);
     confirmed = !ConfirmedWritable(reprobe.members, lineage, &round).empty();
+    if (!confirmed) transition = DescribeTransition(round, reprobe.members);
     if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
       readings.dcs = std::move(reprobe.dcs);
       dcs = &*readings.dcs;
@@ -321,6 +329,15 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
   if (dcs != nullptr) {
     if (const DcsView* view = std::get_if<DcsView>(dcs)) holder = view->holder;
   }
+
+  DeclarationSource declarations;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    declarations = declarations_;
+  }
+  // Outside the lock: the source may read files.
+  const std::vector<Declaration> active =
+      declarations ? declarations(round_end_wall) : std::vector<Declaration>{};
 
   RoundListener listener;
   ClusterSnapshot snapshot;
@@ -344,7 +361,33 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
     if (dcs != nullptr) RecordDcs(state, *dcs, round_end_wall);
     state.history.lineage = ChooseLineage(spec, state.history, dcs);
     Assessment assessment = Assess(spec, round, state.history, confirmed, dcs);
+    ApplySuppressors(
+        SuppressionInput{spec, round, state.history, active, transition, round_end_wall},
+        assessment);
     if (candidate) ++(confirmed ? state.confirmations_accepted : state.confirmations_rejected);
+    if (transition) {
+      ++state.transitions;
+      state.last_transition = transition;
+      state.last_transition_at = round_end_wall;
+      spdlog::info("cluster={} msg=\"transition, not a split brain\" evidence=\"{}\"", spec.name,
+                   transition->summary);
+    }
+    for (const auto& s : assessment.suppressions) {
+      const bool changed = s.suppressor == "provisioning";
+      const bool was =
+          std::any_of(state.assessment.suppressions.begin(), state.assessment.suppressions.end(),
+                      [&](const Suppression& old) {
+                        return old.suppressor == s.suppressor &&
+                               old.declaration_id == s.declaration_id && old.hidden == s.hidden;
+                      });
+      if (changed && !was) {
+        spdlog::warn(
+            "cluster={} msg=\"finding suppressed\" hidden={} suppressor={} kind={} "
+            "declaration={} reason=\"{}\" expires={}",
+            spec.name, s.hidden, s.suppressor, s.kind, s.declaration_id, s.reason,
+            FormatRfc3339(s.expires));
+      }
+    }
     if (!state.has_round || assessment.verdict != state.assessment.verdict) {
       state.verdict_since = round_end_wall;
       state.verdict_rounds = 0;
@@ -362,6 +405,11 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
     }
     state.assessment = std::move(assessment);
     state.last_round = std::move(round);
+    UpdateForks(active, round_end_wall);
+    const bool undeclared_fork =
+        std::any_of(state.forks.begin(), state.forks.end(),
+                    [](const LineageFork& f) { return !f.declared_by.has_value(); });
+    state.fork_rounds = undeclared_fork ? state.fork_rounds + 1 : 0;
     state.has_round = true;
     ++state.rounds;
     state.last_round_start = round_start_wall;
@@ -375,6 +423,39 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
     if (const DcsView* view = std::get_if<DcsView>(dcs)) AdoptDcsMembers(cluster, *view);
   }
   if (listener) listener(snapshot);
+}
+
+void Scheduler::UpdateForks(const std::vector<Declaration>& active, WallClock::time_point now) {
+  std::vector<LineageSighting> sightings;
+  for (const auto& cluster : clusters_) {
+    const ClusterSnapshot& c = cluster->state;
+    if (!c.has_round) continue;
+    const std::string home = c.spec.scope.empty() ? c.spec.name : c.spec.scope;
+    for (const auto& obs : c.last_round) {
+      if (!obs.seen_writable()) continue;
+      std::string unit = home;
+      if (obs.patroni) {
+        if (const auto* claim = std::get_if<PatroniReading>(&*obs.patroni)) unit = claim->scope;
+      }
+      sightings.push_back({c.spec.name, unit, home, obs.reading()->system_identifier, obs.member});
+    }
+  }
+  auto forks = FindLineageForks(sightings, active, now);
+  for (auto& cluster : clusters_) {
+    ClusterSnapshot& c = cluster->state;
+    auto it = forks.find(c.spec.name);
+    std::vector<LineageFork> next = it == forks.end() ? std::vector<LineageFork>{} : it->second;
+    if (next.size() != c.forks.size()) {
+      for (const auto& f : next) {
+        spdlog::warn(
+            "cluster={} msg=\"lineage writable elsewhere too\" lineage={} with=\"{}\" "
+            "declared={}",
+            c.spec.name, f.lineage, f.with.empty() ? "" : f.with.front(),
+            f.declared_by ? f.declared_by->id : "no");
+      }
+    }
+    c.forks = std::move(next);
+  }
 }
 
 void Scheduler::RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at) {

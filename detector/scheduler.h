@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "detector/config.h"
+#include "detector/lineage.h"
 #include "detector/verdict.h"
 #include "probes/probe.h"
+#include "suppressors/suppressor.h"
 
 namespace sbd {
 
@@ -64,7 +66,20 @@ struct ClusterSnapshot {
   WallClock::time_point last_dcs_success{};
   std::uint64_t dcs_failures = 0;
   std::uint64_t dcs_consecutive_failures = 0;
+
+  // Suppressors.
+  /// Candidates that failed confirmation because a switchover or failover was under way.
+  std::uint64_t transitions = 0;
+  std::optional<TransitionEvidence> last_transition;
+  WallClock::time_point last_transition_at{};
+  /// This cluster's lineage writable elsewhere too (another cluster or scope).
+  std::vector<LineageFork> forks;
+  /// Rounds in a row with an undeclared fork.
+  std::uint64_t fork_rounds = 0;
 };
+
+/// Where the scheduler gets the declarations in force; called once per round.
+using DeclarationSource = std::function<std::vector<Declaration>(WallClock::time_point)>;
 
 /// A member found in the DCS, with the cluster's discovery settings; nullopt when its
 /// conn_url has no usable host.
@@ -107,6 +122,8 @@ class Scheduler {
   /// names), so a config reload does not forget who was last seen writable.
   void Inherit(const std::vector<ClusterSnapshot>& previous);
   void SetRoundListener(RoundListener listener);
+  /// Declarations the suppressors consult; none when not set.
+  void SetDeclarationSource(DeclarationSource source);
 
   /// Starts one thread per cluster.
   void Start();
@@ -144,6 +161,8 @@ class Scheduler {
   void RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at);
   /// Gives configured members their registered REST URL and adds discovered members.
   void AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view);
+  /// Recomputes every cluster's lineage forks from their latest rounds. Requires mu_.
+  void UpdateForks(const std::vector<Declaration>& active, WallClock::time_point now);
 
   ProbeFactory factory_;
 
@@ -152,6 +171,7 @@ class Scheduler {
   std::condition_variable stop_cv_;
   bool stopping_ = false;
   RoundListener listener_;
+  DeclarationSource declarations_;
   std::vector<std::thread> threads_;
   std::unique_ptr<ProbeExecutor> executor_;  // last member: destroyed first, joins workers
 };

@@ -35,9 +35,32 @@ std::string FormatTime(WallClock::time_point t) {
   return out.str();
 }
 
-nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters) {
+nlohmann::json DeclarationJson(const Declaration& d, WallClock::time_point now) {
+  return {{"id", d.id},
+          {"kind", DeclarationKindName(d.kind)},
+          {"cluster", d.cluster},
+          {"scope", d.scope},
+          {"member", d.member},
+          {"reason", d.reason},
+          {"author", d.author},
+          {"source", d.source},
+          {"origin", d.origin},
+          {"created", FormatRfc3339(d.created)},
+          {"expires", FormatRfc3339(d.expires)},
+          {"active", d.ActiveAt(now)}};
+}
+
+nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters,
+                          const DeclarationsView* declarations) {
   using nlohmann::json;
   json out = {{"clusters", json::array()}};
+  const auto now = WallClock::now();
+  if (declarations != nullptr) {
+    out["declarations"] = json::array();
+    for (const auto& d : declarations->all) out["declarations"].push_back(DeclarationJson(d, now));
+    out["declaration_errors"] = json::array();
+    for (const auto& e : declarations->errors) out["declaration_errors"].push_back(e.ToString());
+  }
   for (const auto& c : clusters) {
     json cluster = {{"name", c.spec.name},
                     {"ttl_seconds", c.spec.ttl.count() / 1000.0},
@@ -53,7 +76,35 @@ nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters) {
     }
     const Assessment& a = c.assessment;
     cluster["verdict"] = VerdictName(a.verdict);
+    cluster["raw_verdict"] = VerdictName(a.raw_verdict);
     cluster["summary"] = a.summary;
+    cluster["suppressions"] = json::array();
+    for (const auto& s : a.suppressions) {
+      cluster["suppressions"].push_back({{"suppressor", s.suppressor},
+                                         {"kind", s.kind},
+                                         {"reason", s.reason},
+                                         {"declaration", s.declaration_id},
+                                         {"hidden_verdict", s.hidden},
+                                         {"members", s.members},
+                                         {"expires", FormatRfc3339(s.expires)}});
+    }
+    cluster["suppressed_split_brain"] = a.suppressed_split_brain;
+    cluster["transitions"] = c.transitions;
+    if (c.last_transition) {
+      cluster["last_transition"] = {{"at", FormatTime(c.last_transition_at)},
+                                    {"members", c.last_transition->members},
+                                    {"evidence", c.last_transition->summary}};
+    }
+    cluster["lineage_forks"] = json::array();
+    for (const auto& f : c.forks) {
+      json fork = {{"lineage", f.lineage}, {"with", f.with}, {"members", f.members}};
+      if (f.declared_by) {
+        fork["declared_by"] = f.declared_by->id;
+        fork["reason"] = f.declared_by->reason;
+        fork["expires"] = FormatRfc3339(f.declared_by->expires);
+      }
+      cluster["lineage_forks"].push_back(fork);
+    }
     cluster["verdict_since"] = FormatTime(c.verdict_since);
     cluster["lineage"] = a.lineage;
     cluster["last_round"] = FormatTime(c.last_round_end);
@@ -136,11 +187,12 @@ nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters) {
   return out;
 }
 
-std::string StatusText(const std::vector<ClusterSnapshot>& clusters) {
+std::string StatusText(const std::vector<ClusterSnapshot>& clusters,
+                       const DeclarationsView* declarations) {
   const std::vector<std::string> headers = {
       "Member", "Host", "State", "TL", "WAL", "System identifier", "Last seen writable"};
   std::ostringstream out;
-  nlohmann::json status = StatusJson(clusters);
+  nlohmann::json status = StatusJson(clusters, declarations);
   for (const auto& cluster : status["clusters"]) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& m : cluster["members"]) {
@@ -194,6 +246,28 @@ std::string StatusText(const std::vector<ClusterSnapshot>& clusters) {
     }
     out << "Verdict: " << cluster["verdict"].get<std::string>() << " - "
         << cluster["summary"].get<std::string>() << "\n";
+    for (const auto& s : cluster.value("suppressions", nlohmann::json::array())) {
+      out << "  Suppressed by " << s["suppressor"].get<std::string>();
+      if (!s["kind"].get<std::string>().empty()) {
+        out << " (" << s["kind"].get<std::string>() << " " << s["declaration"].get<std::string>()
+            << ")";
+      }
+      out << ": hides " << s["hidden_verdict"].get<std::string>() << "; "
+          << s["reason"].get<std::string>() << "; until " << s["expires"].get<std::string>()
+          << "\n";
+    }
+    for (const auto& f : cluster.value("lineage_forks", nlohmann::json::array())) {
+      out << "  Lineage " << f["lineage"].get<std::string>() << " also writable in "
+          << f["with"].dump();
+      if (f.contains("declared_by")) {
+        out << " (declared cutover " << f["declared_by"].get<std::string>() << ": "
+            << f["reason"].get<std::string>() << ", until " << f["expires"].get<std::string>()
+            << ")";
+      } else {
+        out << " (not declared)";
+      }
+      out << "\n";
+    }
     for (const auto& m : cluster["members"]) {
       if (m.contains("error")) {
         out << "  " << m["name"].get<std::string>() << ": "
@@ -202,6 +276,25 @@ std::string StatusText(const std::vector<ClusterSnapshot>& clusters) {
       }
     }
     out << "\n";
+  }
+  if (status.contains("declarations") && !status["declarations"].empty()) {
+    out << "Declarations:\n";
+    for (const auto& d : status["declarations"]) {
+      out << "  " << d["id"].get<std::string>() << ": " << d["kind"].get<std::string>() << " of "
+          << d["cluster"].get<std::string>();
+      if (!d["scope"].get<std::string>().empty()) out << " scope " << d["scope"].get<std::string>();
+      if (!d["member"].get<std::string>().empty()) {
+        out << " member " << d["member"].get<std::string>();
+      }
+      out << " by " << d["author"].get<std::string>() << " (" << d["source"].get<std::string>()
+          << "): " << d["reason"].get<std::string>() << "; "
+          << (d["active"].get<bool>() ? "until " : "EXPIRED ") << d["expires"].get<std::string>()
+          << "\n";
+    }
+  }
+  if (status.contains("declaration_errors") && !status["declaration_errors"].empty()) {
+    out << "Rejected declaration files:\n";
+    for (const auto& e : status["declaration_errors"]) out << "  " << e.get<std::string>() << "\n";
   }
   return out.str();
 }

@@ -26,6 +26,8 @@ const char* VerdictName(Verdict verdict) {
   switch (verdict) {
     case Verdict::kHealthy:
       return "healthy";
+    case Verdict::kSuppressed:
+      return "suppressed";
     case Verdict::kUnknown:
       return "unknown";
     case Verdict::kNoPrimary:
@@ -44,6 +46,8 @@ int VerdictExitCode(Verdict verdict) {
   switch (verdict) {
     case Verdict::kHealthy:
       return 0;
+    case Verdict::kSuppressed:
+      return 8;
     case Verdict::kUnknown:
       return 3;
     case Verdict::kNoPrimary:
@@ -59,9 +63,9 @@ int VerdictExitCode(Verdict verdict) {
 }
 
 const std::vector<Verdict>& AllVerdicts() {
-  static const std::vector<Verdict> all = {Verdict::kHealthy,   Verdict::kUnknown,
-                                           Verdict::kNoPrimary, Verdict::kDrift,
-                                           Verdict::kSuspected, Verdict::kSplitBrain};
+  static const std::vector<Verdict> all = {
+      Verdict::kHealthy, Verdict::kSuppressed, Verdict::kUnknown,   Verdict::kNoPrimary,
+      Verdict::kDrift,   Verdict::kSuspected,  Verdict::kSplitBrain};
   return all;
 }
 
@@ -278,6 +282,7 @@ Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round
     summary << a.writable.front() << " is the only writable member";
   }
   a.summary = summary.str();
+  a.raw_verdict = a.verdict;
   return a;
 }
 

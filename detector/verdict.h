@@ -13,6 +13,7 @@ namespace sbd {
 /// A cluster's verdict, from best to worst.
 enum class Verdict {
   kHealthy,     ///< exactly one writable member of the lineage, every member seen
+  kSuppressed,  ///< a finding that an active declaration explains (see Assessment::suppressions)
   kUnknown,     ///< some member could not be read, so "healthy" cannot be claimed
   kNoPrimary,   ///< every member read, none writable
   kDrift,       ///< a writable member of another lineage sits inside the configured cluster
@@ -84,9 +85,25 @@ std::vector<std::string> ConfirmedWritable(const std::vector<Observation>& repro
                                            const std::string& lineage,
                                            const std::vector<Observation>* earlier = nullptr);
 
+/// A finding kept from paging, and why. Always exported and shown; never silent.
+struct Suppression {
+  std::string suppressor;      ///< provisioning | label_regrouping | transition
+  std::string kind;            ///< the declaration's kind, "" when no declaration is involved
+  std::string reason;          ///< the declaration's reason, or the evidence
+  std::string declaration_id;  ///< "" when no declaration is involved
+  std::string hidden;          ///< what it kept from firing: a verdict name or "lineage_forked"
+  std::vector<std::string> members;
+  WallClock::time_point expires{};  ///< it lapses then unless renewed by fresh evidence
+};
+
 /// The verdict and the evidence behind it.
 struct Assessment {
   Verdict verdict = Verdict::kUnknown;
+  /// The verdict before suppressors ran; differs from `verdict` only when one suppressed it.
+  Verdict raw_verdict = Verdict::kUnknown;
+  std::vector<Suppression> suppressions;
+  /// A confirmed same-lineage split brain inside a declared scope: warns, never silent.
+  bool suppressed_split_brain = false;
   std::string summary;                  ///< one line for humans
   std::string lineage;                  ///< the system identifier judged by
   std::vector<std::string> writable;    ///< writable members of the lineage

@@ -1,0 +1,55 @@
+// The suppressor interface. A suppressor is pure: it decides from the round's observations,
+// the cluster's history, the inventory and the active declarations, and does no I/O. It may
+// lower a finding's verdict only by recording a Suppression (suppressor, reason, expiry), which
+// is exported, listed in the status view and, for a split brain, still warns.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "detector/config.h"
+#include "detector/verdict.h"
+#include "probes/probe.h"
+#include "suppressors/declaration.h"
+
+namespace sbd {
+
+/// A candidate (two or more writable members) whose confirmation failed because the re-probe
+/// saw a switchover or failover under way: a member demoted, restarted or shutting down.
+struct TransitionEvidence {
+  std::vector<std::string> members;  ///< the candidate's members
+  std::string summary;               ///< what the re-probe saw, one clause per member
+};
+
+/// Everything a suppressor may look at.
+struct SuppressionInput {
+  const ClusterSpec& spec;
+  const std::vector<Observation>& round;                ///< after confirmation
+  const ClusterHistory& history;                        ///< already updated with the round
+  const std::vector<Declaration>& declarations;         ///< active now, every cluster's
+  const std::optional<TransitionEvidence>& transition;  ///< this round's, if any
+  WallClock::time_point now;
+};
+
+class Suppressor {
+ public:
+  virtual ~Suppressor() = default;
+  /// The `suppressor` label: "provisioning", "label_regrouping", "transition".
+  virtual const char* name() const = 0;
+  /// Records its suppressions in `a.suppressions` and may lower `a.verdict` (never raise it).
+  virtual void Apply(const SuppressionInput& in, Assessment& a) const = 0;
+};
+
+/// The registered suppressors, in the order they run (registry.cpp lists them explicitly).
+const std::vector<std::unique_ptr<Suppressor>>& RegisteredSuppressors();
+
+/// Runs every registered suppressor over the assessment.
+void ApplySuppressors(const SuppressionInput& in, Assessment& a);
+
+/// The scope a member claims in this round (its Patroni REST answer), else the last one it
+/// claimed, else "".
+std::string ClaimedScope(const SuppressionInput& in, const std::string& member);
+
+}  // namespace sbd

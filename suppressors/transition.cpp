@@ -1,0 +1,60 @@
+#include "suppressors/transition.h"
+
+namespace sbd {
+
+std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observation>& first,
+                                                     const std::vector<Observation>& reprobe) {
+  TransitionEvidence evidence;
+  bool explained = false;
+  for (const Observation& after : reprobe) {
+    const Observation* before = nullptr;
+    for (const auto& obs : first) {
+      if (obs.member == after.member) before = &obs;
+    }
+    if (before == nullptr || !before->seen_writable()) continue;
+    evidence.members.push_back(after.member);
+    const PostgresReading& was = *before->reading();
+    std::string clause;
+    if (const PostgresReading* now = after.reading()) {
+      if (now->in_recovery) {
+        clause = after.member + " demoted (in recovery on timeline " +
+                 std::to_string(now->timeline) + ")";
+      } else if (now->postmaster_start != was.postmaster_start) {
+        clause = after.member + " restarted";
+      } else if (now->timeline > was.timeline) {
+        clause = after.member + " promoted onto timeline " + std::to_string(now->timeline);
+      } else if (!now->writable()) {
+        clause = after.member + " turned read-only";
+      } else {
+        clause = after.member + " still writable on timeline " + std::to_string(now->timeline);
+        if (!evidence.summary.empty()) evidence.summary += "; ";
+        evidence.summary += clause;
+        continue;
+      }
+    } else if (RulesOutWrites(after.failure()->reason)) {
+      clause = after.member + " going down (" + ReasonName(after.failure()->reason) + ")";
+    } else {
+      // A timeout or a cut connection explains nothing: it may be the zombie, frozen.
+      return std::nullopt;
+    }
+    explained = true;
+    if (!evidence.summary.empty()) evidence.summary += "; ";
+    evidence.summary += clause;
+  }
+  if (!explained) return std::nullopt;
+  return evidence;
+}
+
+void TransitionSuppressor::Apply(const SuppressionInput& in, Assessment& a) const {
+  if (!in.transition) return;
+  Suppression s;
+  s.suppressor = name();
+  s.reason = "switchover or failover: " + in.transition->summary;
+  s.hidden = VerdictName(Verdict::kSuspected);
+  s.members = in.transition->members;
+  // Evidence, not a declaration: it lapses one TTL after it was seen.
+  s.expires = in.now + in.spec.ttl;
+  a.suppressions.push_back(std::move(s));
+}
+
+}  // namespace sbd

@@ -1,0 +1,24 @@
+// transition: a candidate that fails confirmation because a switchover or failover is under way
+// (the old primary demoted, restarted or shutting down; the timeline advanced) is recorded as a
+// transition, with its evidence and a counter, and is not paged.
+#pragma once
+
+#include "suppressors/suppressor.h"
+
+namespace sbd {
+
+/// Pure: compares the round that raised the candidate with its re-probe. Returns evidence when
+/// at least one candidate member was seen leaving the writable state in a way only a
+/// switchover or failover explains (in recovery now, a restarted server, a refused or
+/// starting connection); nullopt when the failure is unexplained (a timeout, a cut
+/// connection), which stays a suspected split brain.
+std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observation>& first,
+                                                     const std::vector<Observation>& reprobe);
+
+class TransitionSuppressor : public Suppressor {
+ public:
+  const char* name() const override { return "transition"; }
+  void Apply(const SuppressionInput& in, Assessment& a) const override;
+};
+
+}  // namespace sbd
