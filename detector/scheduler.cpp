@@ -361,6 +361,16 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
     if (dcs != nullptr) RecordDcs(state, *dcs, round_end_wall);
     state.history.lineage = ChooseLineage(spec, state.history, dcs);
     Assessment assessment = Assess(spec, round, state.history, confirmed, dcs);
+    if (!transition) {
+      transition = DescribePrimaryMove(state.last_primary, state.last_primary_timeline,
+                                       assessment.writable, round);
+    }
+    if (assessment.writable.size() == 1) {
+      state.last_primary = assessment.writable.front();
+      for (const auto& obs : round) {
+        if (obs.member == state.last_primary) state.last_primary_timeline = obs.reading()->timeline;
+      }
+    }
     ApplySuppressors(
         SuppressionInput{spec, round, state.history, active, transition, round_end_wall},
         assessment);

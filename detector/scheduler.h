@@ -72,6 +72,9 @@ struct ClusterSnapshot {
   std::uint64_t transitions = 0;
   std::optional<TransitionEvidence> last_transition;
   WallClock::time_point last_transition_at{};
+  /// The last member seen as the only writable one, and its timeline then.
+  std::string last_primary;
+  std::int64_t last_primary_timeline = 0;
   /// This cluster's lineage writable elsewhere too (another cluster or scope).
   std::vector<LineageFork> forks;
   /// Rounds in a row with an undeclared fork.

@@ -16,11 +16,14 @@
 
 namespace sbd {
 
-/// A candidate (two or more writable members) whose confirmation failed because the re-probe
-/// saw a switchover or failover under way: a member demoted, restarted or shutting down.
+/// A switchover or failover seen by the detector: either a candidate (two or more writable
+/// members) whose confirmation failed because the re-probe saw the old primary demoted,
+/// restarted or shutting down, or the primary found moved to another member since the last
+/// round that had one.
 struct TransitionEvidence {
-  std::vector<std::string> members;  ///< the candidate's members
-  std::string summary;               ///< what the re-probe saw, one clause per member
+  std::vector<std::string> members;  ///< the members involved
+  std::string summary;               ///< what was seen, one clause per member
+  bool from_candidate = false;       ///< a candidate that was kept from paging
 };
 
 /// Everything a suppressor may look at.

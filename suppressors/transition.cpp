@@ -42,11 +42,39 @@ std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observati
     evidence.summary += clause;
   }
   if (!explained) return std::nullopt;
+  evidence.from_candidate = true;
+  return evidence;
+}
+
+std::optional<TransitionEvidence> DescribePrimaryMove(const std::string& previous,
+                                                      std::int64_t previous_timeline,
+                                                      const std::vector<std::string>& writable,
+                                                      const std::vector<Observation>& round) {
+  if (previous.empty() || writable.size() != 1 || writable.front() == previous) return std::nullopt;
+  TransitionEvidence evidence;
+  evidence.members = {previous, writable.front()};
+  evidence.summary = "primary moved from " + previous + " (timeline " +
+                     std::to_string(previous_timeline) + ") to " + writable.front();
+  for (const auto& obs : round) {
+    if (obs.member == writable.front() && obs.reading()) {
+      evidence.summary += " (timeline " + std::to_string(obs.reading()->timeline) + ")";
+    }
+  }
+  for (const auto& obs : round) {
+    if (obs.member != previous) continue;
+    if (const PostgresReading* r = obs.reading()) {
+      evidence.summary += r->in_recovery ? "; " + previous + " is a replica now" : "";
+    } else {
+      evidence.summary +=
+          "; " + previous + " unreadable (" + ReasonName(obs.failure()->reason) + ")";
+    }
+  }
   return evidence;
 }
 
 void TransitionSuppressor::Apply(const SuppressionInput& in, Assessment& a) const {
-  if (!in.transition) return;
+  // Only a candidate was kept from paging; a completed move is counted, not suppressed.
+  if (!in.transition || !in.transition->from_candidate) return;
   Suppression s;
   s.suppressor = name();
   s.reason = "switchover or failover: " + in.transition->summary;

@@ -15,6 +15,13 @@ namespace sbd {
 std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observation>& first,
                                                      const std::vector<Observation>& reprobe);
 
+/// Pure: the primary moved from `previous` (last seen as the only writable member, on
+/// `previous_timeline`) to the only writable member of this round; nullopt when it did not.
+std::optional<TransitionEvidence> DescribePrimaryMove(const std::string& previous,
+                                                      std::int64_t previous_timeline,
+                                                      const std::vector<std::string>& writable,
+                                                      const std::vector<Observation>& round);
+
 class TransitionSuppressor : public Suppressor {
  public:
   const char* name() const override { return "transition"; }

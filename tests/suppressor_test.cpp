@@ -272,6 +272,19 @@ TEST_CASE("transition: a demoted candidate is a transition, a timeout is not", "
       first, {Fail("a", ProbeFailureReason::kTimeout), Read("b", true, kLineage, 2)}));
   CHECK_FALSE(DescribeTransition(first, first));
 
+  // A completed move between rounds is a transition too (counted, nothing to suppress).
+  auto moved = DescribePrimaryMove("a", 1, {"b"}, {Read("a", false), Read("b", true, kLineage, 2)});
+  REQUIRE(moved);
+  CHECK_FALSE(moved->from_candidate);
+  CHECK(moved->summary ==
+        "primary moved from a (timeline 1) to b (timeline 2); a is a replica now");
+  CHECK_FALSE(DescribePrimaryMove("a", 1, {"a"}, {Read("a", true)}));
+  CHECK_FALSE(DescribePrimaryMove("", 0, {"a"}, {Read("a", true)}));
+  CHECK_FALSE(DescribePrimaryMove("a", 1, {}, {Fail("a", ProbeFailureReason::kRefused)}));
+  CHECK(
+      Judge(Cluster({"a", "b"}), {Read("a", false), Read("b", true, kLineage, 2)}, false, {}, moved)
+          .suppressions.empty());
+
   // Recorded, with its evidence, and nothing else changes.
   const ClusterSpec spec = Cluster({"a", "b"});
   const Assessment a =

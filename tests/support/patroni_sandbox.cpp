@@ -654,30 +654,38 @@ void PatroniCluster::ThawPatroni(const std::string& name) {
 }
 
 std::string PatroniCluster::Switchover(const std::string& candidate, seconds deadline) {
+  return MoveLeader("switchover", candidate, deadline);
+}
+
+std::string PatroniCluster::Failover(const std::string& candidate, seconds deadline) {
+  return MoveLeader("failover", candidate, deadline);
+}
+
+std::string PatroniCluster::MoveLeader(const std::string& how, const std::string& candidate,
+                                       seconds deadline) {
   const auto end = Clock::now() + deadline;
   const std::string old_leader = Leader();
-  if (old_leader.empty()) Fail("Switchover: the cluster has no leader");
-  if (candidate == old_leader) Fail("Switchover: " + candidate + " is already the leader");
+  if (old_leader.empty()) Fail(how + ": the cluster has no leader");
+  if (candidate == old_leader) Fail(how + ": " + candidate + " is already the leader");
   const PatroniMember* via = nullptr;
   for (const auto& m : members_) {
     if (!m.frozen && m.patroni_pid > 0) via = &m;
   }
-  if (via == nullptr) Fail("Switchover: no running member to read the config of");
-  std::vector<std::string> argv = {PatroniBin("patronictl"),
-                                   "-c",
-                                   via->config_file,
-                                   "switchover",
-                                   scope_,
-                                   "--leader",
-                                   old_leader,
-                                   "--force"};
+  if (via == nullptr) Fail(how + ": no running member to read the config of");
+  std::vector<std::string> argv = {
+      PatroniBin("patronictl"), "-c", via->config_file, how, scope_, "--force"};
+  // A failover names only its candidate; a switchover also the leader it moves away from.
+  if (how == "switchover") {
+    argv.push_back("--leader");
+    argv.push_back(old_leader);
+  }
   if (!candidate.empty()) {
     argv.push_back("--candidate");
     argv.push_back(candidate);
   }
   CommandResult r = RunCommand(argv, /*as_postgres=*/true, deadline);
   if (r.exit_code != 0) {
-    Fail("Switchover: " + DescribeCommandRun(argv, r.exit_code, r.output));
+    Fail(how + ": " + DescribeCommandRun(argv, r.exit_code, r.output));
   }
   std::string new_leader;
   bool switched = WaitFor(
@@ -690,11 +698,11 @@ std::string PatroniCluster::Switchover(const std::string& candidate, seconds dea
       std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(end - Clock::now())),
       milliseconds(100));
   if (!switched) {
-    Fail("Switchover: leader still '" + new_leader + "' (was " + old_leader +
-         ")\npatronictl said:\n" + r.output);
+    Fail(how + ": leader still '" + new_leader + "' (was " + old_leader + ")\npatronictl said:\n" +
+         r.output);
   }
   if (!candidate.empty() && new_leader != candidate) {
-    Fail("Switchover: new leader is " + new_leader + ", not " + candidate);
+    Fail(how + ": new leader is " + new_leader + ", not " + candidate);
   }
   WaitHealthy(std::max(seconds(10), std::chrono::duration_cast<seconds>(end - Clock::now())));
   return new_leader;

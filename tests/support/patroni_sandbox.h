@@ -158,6 +158,9 @@ class PatroniCluster {
   /// Returns the new leader.
   std::string Switchover(const std::string& candidate = "",
                          std::chrono::seconds deadline = std::chrono::seconds(90));
+  /// `patronictl failover --candidate <candidate> --force`, then waits like Switchover.
+  std::string Failover(const std::string& candidate,
+                       std::chrono::seconds deadline = std::chrono::seconds(90));
 
   /// Runs `sql` with psql as the postgres superuser over the member's unix socket (-XAtq,
   /// ON_ERROR_STOP) and returns stdout trimmed. Throws std::runtime_error on error or timeout.
@@ -182,6 +185,8 @@ class PatroniCluster {
 
  private:
   void WriteConfig(const PatroniMember& m) const;
+  std::string MoveLeader(const std::string& how, const std::string& candidate,
+                         std::chrono::seconds deadline);
   void StartPatroni(PatroniMember& m);
   void StopAll() noexcept;
   [[noreturn]] void Fail(const std::string& what) const;
