@@ -5,6 +5,7 @@
 //
 // The scenarios share one environment and run in declaration order.
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -17,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "suppressors/declaration.h"
 #include "tests/support/patroni_environment.h"
 
 namespace sbd::testing {
@@ -51,22 +53,46 @@ TEST_CASE("patroni: a healthy cluster names the lock holder and pages nobody", "
   CHECK(env.webhook->Deliveries().empty());
 }
 
-TEST_CASE("patroni: three switchovers in a row page nobody", "[patroni]") {
+TEST_CASE("patroni: three switchovers and a failover are counted as transitions and page nobody",
+          "[patroni]") {
   Environment& env = Env();
   const auto start = Clock::now();
+  const std::string transitions = "splitbrain_transitions_total{cluster=\"demo\"}";
   const double rejected_before = MetricValue(
       env.Metrics(), "splitbrain_confirmations_total{cluster=\"demo\",result=\"rejected\"}");
+  const double transitions_before = MetricValue(env.Metrics(), transitions);
+  REQUIRE(transitions_before >= 0);
   std::vector<std::string> leaders = {env.cluster->Leader()};
-  for (int i = 0; i < 3; ++i) leaders.push_back(env.cluster->Switchover());
+  for (int i = 0; i < 3; ++i) {
+    leaders.push_back(env.cluster->Switchover());
+    // Each move is seen before the next one starts (rounds are 1 s apart).
+    REQUIRE(WaitFor(
+        [&] { return MetricValue(env.Metrics(), transitions) >= transitions_before + i + 1; },
+        seconds(15)));
+  }
+  std::string candidate;
+  for (const auto& m : env.cluster->members()) {
+    if (m.name != leaders.back()) candidate = m.name;
+  }
+  leaders.push_back(env.cluster->Failover(candidate));
   for (size_t i = 1; i < leaders.size(); ++i) CHECK(leaders[i] != leaders[i - 1]);
   REQUIRE(WaitFor([&] { return env.Verdict() == "healthy"; }, seconds(20)));
   // Alertmanager would have delivered within group_wait (1 s); give it three.
   WaitFor([] { return false; }, seconds(3));
   CHECK(env.Notifications("SplitBrain", "firing", start).empty());
   CHECK(env.Notifications("SplitBrainSuspected", "firing", start).empty());
+  CHECK(WaitFor([&] { return MetricValue(env.Metrics(), transitions) >= transitions_before + 4; },
+                seconds(15)));
+  const nlohmann::json status = env.Status();
+  INFO(status.dump(2));
+  REQUIRE(status.contains("last_transition"));
+  CHECK(status["last_transition"]["evidence"].get<std::string>().find("to " + leaders.back()) !=
+        std::string::npos);
   const std::string metrics = env.Metrics();
   CHECK(MetricValue(metrics,
                     "splitbrain_confirmations_total{cluster=\"demo\",result=\"confirmed\"}") == 0);
+  std::cout << "switchovers and failover: "
+            << MetricValue(metrics, transitions) - transitions_before << " transitions counted\n";
   std::cout << "switchovers: confirmation re-probes rejected "
             << MetricValue(metrics,
                            "splitbrain_confirmations_total{cluster=\"demo\",result=\"rejected\"}") -
@@ -75,7 +101,8 @@ TEST_CASE("patroni: three switchovers in a row page nobody", "[patroni]") {
 }
 
 TEST_CASE(
-    "patroni: a cluster of another scope grouped under the same name is drift, not split brain",
+    "patroni: a new cluster built beside the old one with the same file_sd labels is drift, "
+    "with or without a provisioning declaration; never a page",
     "[patroni]") {
   Environment& env = Env();
   const auto start = Clock::now();
@@ -83,8 +110,18 @@ TEST_CASE(
   other.WaitHealthy();
   std::vector<const PatroniMember*> extra;
   for (const auto& m : other.members()) extra.push_back(&m);
-  env.WriteConfig(extra);
+  // The members come from a file_sd target file (the config changed: SIGHUP)...
+  env.WriteFileSdConfig({});
   env.detector->Signal(SIGHUP);
+  REQUIRE(WaitFor(
+      [&] {
+        const nlohmann::json status = env.Status();
+        return status.value("verdict", "") == "healthy" && status["members"].size() == 3;
+      },
+      seconds(20)));
+  // ...and when the new cluster's targets join it under the same label, the detector
+  // reloads by itself: no SIGHUP.
+  env.WriteFileSdConfig(extra);
   REQUIRE(WaitFor([&] { return env.Verdict() == "drift"; }, seconds(20)));
   const auto status = env.Status();
   INFO(status.dump(2));
@@ -97,6 +134,27 @@ TEST_CASE(
       },
       seconds(15)));
   CHECK(env.Notifications("SplitBrain", "firing", start).empty());
+  bool regrouped = false;
+  for (const auto& s : status["suppressions"]) regrouped |= s["suppressor"] == "label_regrouping";
+  CHECK(regrouped);
+
+  // Declared: the new scope's drift is suppressed, visibly, and still pages nobody.
+  WriteFile(env.dropins, "other.yml",
+            "kind: provisioning\ncluster: demo\nscope: other\nreason: building the other "
+            "cluster CHG-11\nauthor: frank\nexpires: " +
+                FormatRfc3339(std::chrono::system_clock::now() + std::chrono::hours(1)) + "\n");
+  REQUIRE(WaitFor([&] { return env.Verdict() == "suppressed"; }, seconds(15)));
+  const auto declared = env.Status();
+  INFO(declared.dump(2));
+  CHECK(declared["raw_verdict"] == "drift");
+  bool provisioning = false;
+  for (const auto& s : declared["suppressions"]) {
+    provisioning |=
+        s["suppressor"] == "provisioning" && s["reason"] == "building the other cluster CHG-11";
+  }
+  CHECK(provisioning);
+  CHECK(env.Notifications("SplitBrain", "firing", start).empty());
+  REQUIRE(unlink((env.dropins + "/other.yml").c_str()) == 0);
 
   // Back to the demo cluster alone before the next scenario.
   env.WriteConfig({});

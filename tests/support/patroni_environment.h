@@ -95,6 +95,7 @@ struct Environment {
   std::unique_ptr<AlertmanagerServer> alertmanager;
   std::unique_ptr<DetectorProcess> detector;
   std::string config_file;
+  std::string dropins;  ///< the detector's declarations drop-in directory
   int port = 0;
 
   /// `binary` is the splitbrain-detector to run.
@@ -110,6 +111,8 @@ struct Environment {
     webhook = std::make_unique<WebhookReceiver>();
     alertmanager = std::make_unique<AlertmanagerServer>(root.path() + "/am", webhook->url());
     config_file = root.path() + "/detector.yml";
+    dropins = root.path() + "/declarations.d";
+    RunCommand({"mkdir", "-p", dropins});
     WriteConfig({});
     port = FreeLoopbackPort();
     detector = std::make_unique<DetectorProcess>(
@@ -126,14 +129,39 @@ struct Environment {
   /// The detector's config: the demo cluster (ttl read from the DCS), plus `extra` members
   /// grouped under it.
   void WriteConfig(const std::vector<const PatroniMember*>& extra) {
-    std::string yaml = "alerting:\n  alertmanagers:\n    - url: " + alertmanager->url() +
-                       "\n  resend_interval: 5s\nclusters:\n  - name: demo\n    kind: patroni\n"
-                       "    scope: demo\n    etcd:\n      endpoints: [" +
-                       etcd->endpoint() +
-                       "]\n    probe_interval: 1s\n    probe_timeout: 800ms\n    members:\n";
+    std::string yaml = Header() + "    members:\n";
     for (const auto& m : cluster->members()) yaml += MemberYaml(m, cluster->PasswordFile());
     for (const auto* m : extra) yaml += MemberYaml(*m, cluster->PasswordFile(), "other-");
     WriteFile(root.path(), "detector.yml", yaml);
+  }
+
+  /// The same, with every member taken from a Prometheus file_sd target file in which all of
+  /// them carry the label cluster=demo, as a monitoring inventory would group them.
+  void WriteFileSdConfig(const std::vector<const PatroniMember*>& extra) {
+    nlohmann::json targets = nlohmann::json::array();
+    auto add = [&](const PatroniMember& m, const std::string& prefix) {
+      targets.push_back(
+          {{"targets", {"127.0.0.1:" + std::to_string(m.pg_port)}},
+           {"labels",
+            {{"cluster", "demo"}, {"member", prefix + m.name}, {"patroni_url", m.RestUrl()}}}});
+    };
+    for (const auto& m : cluster->members()) add(m, "");
+    for (const auto* m : extra) add(*m, "other-");
+    WriteFile(root.path(), "targets.json", targets.dump(1));
+    WriteFile(root.path(), "detector.yml",
+              Header() + "    file_sd:\n      files: [" + root.path() +
+                  "/targets.json]\n      group_by: cluster\n      name_label: member\n"
+                  "      patroni_url_label: patroni_url\n"
+                  "      dsn: \"user=splitbrain dbname=postgres\"\n      password_file: " +
+                  cluster->PasswordFile() + "\n");
+  }
+
+  std::string Header() const {
+    return "alerting:\n  alertmanagers:\n    - url: " + alertmanager->url() +
+           "\n  resend_interval: 5s\nsuppressions:\n  dropin_dir: " + dropins +
+           "\nclusters:\n  - name: demo\n    kind: patroni\n    scope: demo\n    etcd:\n"
+           "      endpoints: [" +
+           etcd->endpoint() + "]\n    probe_interval: 1s\n    probe_timeout: 800ms\n";
   }
 
   nlohmann::json Status() const {
