@@ -8,36 +8,36 @@ namespace sbd {
 std::map<std::string, std::vector<LineageFork>> FindLineageForks(
     const std::vector<LineageSighting>& sightings, const std::vector<Declaration>& active,
     WallTime now) {
-  std::map<std::string, std::set<std::string>> units_by_lineage;
-  std::map<std::string, std::set<std::string>> clusters_by_lineage;
+  // One pass to index, one over the forked lineages only: thousands of clusters with one
+  // lineage each cost O(n log n), not O(clusters x sightings).
+  struct Lineage {
+    std::set<std::string> units;
+    std::map<std::string, std::vector<const LineageSighting*>> by_cluster;
+  };
+  std::map<std::string, Lineage> lineages;
   for (const auto& s : sightings) {
-    units_by_lineage[s.lineage].insert(s.unit);
-    clusters_by_lineage[s.lineage].insert(s.cluster);
+    Lineage& l = lineages[s.lineage];
+    l.units.insert(s.unit);
+    l.by_cluster[s.cluster].push_back(&s);
   }
   std::map<std::string, std::vector<LineageFork>> out;
-  for (const auto& [lineage, units] : units_by_lineage) {
-    if (units.size() < 2) continue;
-    const auto& clusters = clusters_by_lineage[lineage];
+  for (const auto& [lineage, l] : lineages) {
+    if (l.units.size() < 2) continue;
     std::optional<Declaration> declared_by;
     for (const auto& d : active) {
       if (d.kind != DeclarationKind::kCutover || !d.ActiveAt(now)) continue;
-      if (!clusters.count(d.cluster)) continue;
-      if (!d.scope.empty() && !units.count(d.scope)) continue;
+      if (!l.by_cluster.count(d.cluster)) continue;
+      if (!d.scope.empty() && !l.units.count(d.scope)) continue;
       declared_by = d;
       break;
     }
-    for (const auto& cluster : clusters) {
+    for (const auto& [cluster, seen] : l.by_cluster) {
       LineageFork fork;
       fork.lineage = lineage;
       fork.declared_by = declared_by;
-      std::string home;
-      for (const auto& s : sightings) {
-        if (s.cluster == cluster && s.lineage == lineage) {
-          home = s.home;
-          fork.members.push_back(s.member);
-        }
-      }
-      for (const auto& unit : units) {
+      const std::string& home = seen.front()->home;
+      for (const auto* s : seen) fork.members.push_back(s->member);
+      for (const auto& unit : l.units) {
         if (unit != home) fork.with.push_back(unit);
       }
       out[cluster].push_back(std::move(fork));

@@ -195,7 +195,12 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
     }
     for (const auto& f : c.forks) {
       std::string with;
-      for (const auto& w : f.with) with += (with.empty() ? "" : ",") + w;
+      // Bounded: one label value, not a list of every cluster of a shared lineage.
+      constexpr size_t kMaxWith = 5;
+      for (size_t i = 0; i < f.with.size() && i < kMaxWith; ++i) {
+        with += (with.empty() ? "" : ",") + f.with[i];
+      }
+      if (f.with.size() > kMaxWith) with += ",+" + std::to_string(f.with.size() - kMaxWith);
       lineage_forked.Add({{"cluster", name}, {"lineage", f.lineage}, {"with", with}},
                          f.declared_by ? 0 : 1);
       if (f.declared_by) {

@@ -175,6 +175,7 @@ class Scheduler {
   bool stopping_ = false;
   RoundListener listener_;
   DeclarationSource declarations_;
+  SteadyClock::time_point forks_updated_{};  // guarded by mu_
   std::vector<std::thread> threads_;
   std::unique_ptr<ProbeExecutor> executor_;  // last member: destroyed first, joins workers
 };

@@ -28,18 +28,25 @@ DeadlineWatchdog::~DeadlineWatchdog() {
 
 DeadlineWatchdog::Guard DeadlineWatchdog::Arm(int fd, Clock::time_point deadline) {
   std::uint64_t id;
+  bool earliest;
   {
     std::lock_guard<std::mutex> lock(mu_);
     id = next_id_++;
     entries_[id] = Entry{fd, deadline, false};
+    earliest = pending_.empty() || deadline < pending_.begin()->first;
+    pending_.emplace(deadline, id);
   }
-  cv_.notify_all();
+  // The watchdog sleeps until the earliest deadline; only a new earliest must wake it.
+  if (earliest) cv_.notify_one();
   return Guard(this, id);
 }
 
 void DeadlineWatchdog::Disarm(std::uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  entries_.erase(id);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  pending_.erase({it->second.deadline, id});
+  entries_.erase(it);
 }
 
 bool DeadlineWatchdog::Fired(std::uint64_t id) const {
@@ -51,22 +58,18 @@ bool DeadlineWatchdog::Fired(std::uint64_t id) const {
 void DeadlineWatchdog::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    auto next = Clock::time_point::max();
-    auto now = Clock::now();
-    for (auto& [id, entry] : entries_) {
-      if (entry.fired) continue;
-      if (entry.deadline <= now) {
-        // Disarm() takes the same lock, so the fd cannot be closed under us.
-        ::shutdown(entry.fd, SHUT_RDWR);
-        entry.fired = true;
-      } else if (entry.deadline < next) {
-        next = entry.deadline;
-      }
+    const auto now = Clock::now();
+    while (!pending_.empty() && pending_.begin()->first <= now) {
+      Entry& entry = entries_.at(pending_.begin()->second);
+      // Disarm() takes the same lock, so the fd cannot be closed under us.
+      ::shutdown(entry.fd, SHUT_RDWR);
+      entry.fired = true;
+      pending_.erase(pending_.begin());
     }
-    if (next == Clock::time_point::max()) {
+    if (pending_.empty()) {
       cv_.wait(lock);
     } else {
-      cv_.wait_until(lock, next);
+      cv_.wait_until(lock, pending_.begin()->first);
     }
   }
 }
