@@ -545,7 +545,7 @@ class ConfigParser {
     }
     // file_sd may supply every member: the check for an empty list waits for its targets.
     ParseMembers(*fields, node, path, kind, discover, cluster);
-    if (cluster.file_sd) ResolveFileSd(*fields, node, path, cluster);
+    if (cluster.file_sd) ResolveFileSd(*fields, path, cluster);
     return cluster;
   }
 
@@ -768,8 +768,7 @@ class ConfigParser {
         spec.port = text;
       }
     }
-    if (const Entry* url = PatroniOnly(*fields, path, "patroni_url_label", kind)) {
-      (void)url;
+    if (PatroniOnly(*fields, path, "patroni_url_label", kind)) {
       spec.patroni_url_label = label("patroni_url_label", false);
     }
     PasswordSources(*fields, path, spec.password_file, spec.password_env);
@@ -780,8 +779,7 @@ class ConfigParser {
   }
 
   // Reads the target files now; their own errors carry their own file, line and column.
-  void ResolveFileSd(const Fields& fields, const YAML::Node& node, const std::string& path,
-                     ClusterSpec& cluster) {
+  void ResolveFileSd(const Fields& fields, const std::string& path, ClusterSpec& cluster) {
     const FileSdSpec& spec = *cluster.file_sd;
     for (const auto& pattern : spec.files) watched_globs_.push_back(pattern);
     FileSdTargets found = ReadFileSdTargets(spec.files);
@@ -811,23 +809,15 @@ class ConfigParser {
         fail("member " + member.name + " is listed twice in cluster " + cluster.name);
         continue;
       }
-      std::string host = target.address, port = "5432";
-      if (const auto colon = host.rfind(':');
-          colon != std::string::npos && host.find(']', colon) == std::string::npos) {
-        port = host.substr(colon + 1);
-        host = host.substr(0, colon);
-      }
-      if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-      if (!spec.port.empty()) port = spec.port;
-      if (host.empty() || port.empty() || !std::all_of(port.begin(), port.end(), IsDigit)) {
+      HostPort at = SplitHostPort(target.address);
+      if (!spec.port.empty()) at.port = spec.port;
+      if (at.host.empty() || at.port.empty() ||
+          !std::all_of(at.port.begin(), at.port.end(), IsDigit)) {
         fail("target " + target.address + " is not host:port");
         continue;
       }
-      member.dsn =
-          "host=" + QuoteConninfoValue(host) + " port=" + QuoteConninfoValue(port) + " " + spec.dsn;
-      member.address = host + ":" + port;
-      member.password_file = spec.password_file;
-      member.password_env = spec.password_env;
+      member =
+          MemberAt(std::move(member.name), at, spec.dsn, spec.password_file, spec.password_env);
       if (!spec.patroni_url_label.empty()) {
         auto url = target.labels.find(spec.patroni_url_label);
         if (url != target.labels.end() && IsHttpUrl(url->second)) {
@@ -841,7 +831,6 @@ class ConfigParser {
           fields.at("file_sd").Mark(), Join(path, "file_sd"),
           "no target has " + spec.group_by + "=\"" + spec.group + "\" and no member is listed");
     }
-    (void)node;
   }
 
   MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen,
@@ -1020,6 +1009,33 @@ std::string QuoteConninfoValue(const std::string& value) {
     out += c;
   }
   return out + "'";
+}
+
+HostPort SplitHostPort(const std::string& authority, const std::string& default_port) {
+  HostPort out{authority, default_port};
+  // The last ':' separates the port unless it sits inside an IPv6 address's brackets.
+  if (const auto colon = authority.rfind(':');
+      colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
+    out.host = authority.substr(0, colon);
+    out.port = authority.substr(colon + 1);
+  }
+  if (out.host.size() > 2 && out.host.front() == '[') {
+    out.host = out.host.substr(1, out.host.size() - 2);
+  }
+  return out;
+}
+
+MemberSpec MemberAt(std::string name, const HostPort& at, const std::string& hostless_dsn,
+                    const std::optional<std::string>& password_file,
+                    const std::optional<std::string>& password_env) {
+  MemberSpec member;
+  member.name = std::move(name);
+  member.dsn = "host=" + QuoteConninfoValue(at.host) + " port=" + QuoteConninfoValue(at.port) +
+               " " + hostless_dsn;
+  member.address = at.host + ":" + at.port;
+  member.password_file = password_file;
+  member.password_env = password_env;
+  return member;
 }
 
 std::string ConfigError::ToString() const {

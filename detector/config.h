@@ -154,6 +154,20 @@ std::string FormatDuration(Millis d);
 /// A libpq keyword/value value in single quotes, with backslash and quote escaped.
 std::string QuoteConninfoValue(const std::string& value);
 
+/// Host and port of "host:port", "[v6addr]:port" or a bare host (then `default_port`).
+struct HostPort {
+  std::string host;
+  std::string port;
+};
+HostPort SplitHostPort(const std::string& authority, const std::string& default_port = "5432");
+
+/// A member found at `at` rather than written in the config (DCS discovery, file_sd targets):
+/// host and port are quoted into the DSN, since neither source is trusted to be well-formed,
+/// ahead of `hostless_dsn`, the libpq settings that carry no host or port.
+MemberSpec MemberAt(std::string name, const HostPort& at, const std::string& hostless_dsn,
+                    const std::optional<std::string>& password_file,
+                    const std::optional<std::string>& password_env);
+
 /// Resolves the member's password from its file or environment variable, or the inline
 /// one. Returns an error message (never containing the secret) on failure.
 std::variant<std::optional<std::string>, std::string> ResolvePassword(const MemberSpec& member);

@@ -546,23 +546,10 @@ std::optional<MemberSpec> DiscoveredMember(const ClusterSpec& spec, const DcsMem
   if (const auto at = authority.rfind('@'); at != std::string::npos) {
     authority = authority.substr(at + 1);
   }
-  std::string host = authority;
-  std::string port = "5432";
-  if (const auto colon = authority.rfind(':');
-      colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
-    host = authority.substr(0, colon);
-    port = authority.substr(colon + 1);
-  }
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  if (host.empty()) return std::nullopt;
-  MemberSpec member;
-  member.name = registered.name;
-  // Quoted: the DCS is not trusted to hand us a well-formed host.
-  member.dsn = "host=" + QuoteConninfoValue(host) + " port=" + QuoteConninfoValue(port) + " " +
-               spec.discovery.dsn;
-  member.address = host + ":" + port;
-  member.password_file = spec.discovery.password_file;
-  member.password_env = spec.discovery.password_env;
+  const HostPort at = SplitHostPort(authority);
+  if (at.host.empty()) return std::nullopt;
+  MemberSpec member = MemberAt(registered.name, at, spec.discovery.dsn,
+                               spec.discovery.password_file, spec.discovery.password_env);
   if (!registered.api_url.empty()) member.patroni_url = UrlBase(registered.api_url);
   member.discovered = true;
   return member;

@@ -89,41 +89,44 @@ void DeclarationStore::LoadState() {
 
 void DeclarationStore::Refresh() {
   if (spec_.dropin_dir.empty()) return;
-  std::map<std::string, std::string> seen;  // path -> fingerprint
+  struct Seen {
+    std::string fingerprint;  // mtime and size
+    time_t written;           // mtime, seconds
+  };
+  std::map<std::string, Seen> seen;  // by path
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(spec_.dropin_dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (!IsDropInName(name)) continue;
     struct stat st {};
     if (stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    seen[entry.path().string()] = std::to_string(st.st_mtim.tv_sec) + "." +
-                                  std::to_string(st.st_mtim.tv_nsec) + "/" +
-                                  std::to_string(st.st_size);
+    seen[entry.path().string()] = {std::to_string(st.st_mtim.tv_sec) + "." +
+                                       std::to_string(st.st_mtim.tv_nsec) + "/" +
+                                       std::to_string(st.st_size),
+                                   st.st_mtim.tv_sec};
   }
   std::map<std::string, DropIn> next;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [path, fingerprint] : seen) {
+    for (const auto& [path, file] : seen) {
       auto it = dropins_.find(path);
-      if (it != dropins_.end() && it->second.fingerprint == fingerprint) {
+      if (it != dropins_.end() && it->second.fingerprint == file.fingerprint) {
         next[path] = it->second;
       }
     }
   }
-  for (const auto& [path, fingerprint] : seen) {
+  for (const auto& [path, file] : seen) {
     if (next.count(path)) continue;
     DropIn parsed;
-    parsed.fingerprint = fingerprint;
+    parsed.fingerprint = file.fingerprint;
     const auto text = ReadWhole(path);
     if (!text) {
       parsed.errors.push_back({path, 0, 0, "", "cannot read file"});
     } else {
-      struct stat st {};
-      stat(path.c_str(), &st);
       DeclarationRules rules;
       rules.max_duration = spec_.max_duration;
       // Measured from when the file was written, so that touching it cannot extend it.
-      rules.now = std::chrono::system_clock::from_time_t(st.st_mtim.tv_sec);
+      rules.now = std::chrono::system_clock::from_time_t(file.written);
       rules.allow_expired = true;
       auto result = ParseDeclarationText(*text, path, rules);
       if (auto* errors = std::get_if<std::vector<ConfigError>>(&result)) {
