@@ -459,6 +459,19 @@ class ConfigParser {
     return {error.empty(), given, entry->Mark()};
   }
 
+  // A whole number in [minimum, maximum].
+  std::optional<int> Count(const Entry& entry, const std::string& path, int minimum, int maximum) {
+    const std::string text = entry.value.IsScalar() ? entry.value.Scalar() : "";
+    if (text.empty() || text.size() > 9 || !std::all_of(text.begin(), text.end(), IsDigit) ||
+        std::stoi(text) < minimum || std::stoi(text) > maximum) {
+      AddError(entry.Mark(), path,
+               "expected a whole number from " + std::to_string(minimum) + " to " +
+                   std::to_string(maximum));
+      return std::nullopt;
+    }
+    return std::stoi(text);
+  }
+
   // password_file and password_env: a non-empty path and a valid variable name respectively.
   std::optional<std::string> PasswordSource(const Fields& fields, const std::string& path,
                                             const std::string& key) {
@@ -665,10 +678,16 @@ class ConfigParser {
   // Settings for members found in the DCS: their host and port come from there, so the dsn may
   // not set them, and the password must come from a file or the environment.
   void ParseDiscovery(const Entry& entry, const std::string& path, DiscoverySpec& discovery) {
-    const std::optional<Fields> fields =
-        ReadMapping(entry, path, {"dsn", "password_file", "password_env"});
+    const std::optional<Fields> fields = ReadMapping(
+        entry, path, {"dsn", "password_file", "password_env", "max_members", "expire_after"});
     if (!fields) return;
     PasswordSources(*fields, path, discovery.password_file, discovery.password_env);
+    if (const Entry* max = Optional(*fields, "max_members")) {
+      discovery.max_members =
+          Count(*max, Join(path, "max_members"), 1, 1000).value_or(discovery.max_members);
+    }
+    const Timing expire = Duration(*fields, path, "expire_after", Millis(1000));
+    if (expire.ok && expire.given) discovery.expire_after = *expire.given;
     discovery.dsn = HostlessDsn(Optional(*fields, "dsn"), Join(path, "dsn"),
                                 "discovered members take host and port from the DCS");
   }

@@ -43,6 +43,11 @@ struct DiscoverySpec {
   std::string dsn;
   std::optional<std::string> password_file;
   std::optional<std::string> password_env;
+  /// At most this many discovered members per cluster: a DCS that anyone can write to must not
+  /// make the detector probe without limit.
+  int max_members = 16;
+  /// A discovered member that has been gone from the DCS and unreadable this long is dropped.
+  Millis expire_after = std::chrono::minutes(10);
 };
 
 /// Members read from Prometheus file_sd target files (JSON or YAML, as Prometheus reads them):

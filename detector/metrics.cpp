@@ -6,6 +6,8 @@
 #include <chrono>
 #include <set>
 
+#include "detector/internal_errors.h"
+
 namespace sbd {
 namespace {
 
@@ -45,6 +47,28 @@ class Family {
   MetricFamily family_;
   std::set<std::string> seen_;
 };
+
+// The detector's own health: internal errors and discovery's limits.
+std::vector<MetricFamily> RuntimeHealthFamilies(const std::vector<ClusterSnapshot>& clusters) {
+  Family internal("splitbrain_internal_errors_total",
+                  "Exceptions caught by the last-resort handlers (the detector carried on; "
+                  "the log says where).",
+                  MetricType::Counter);
+  internal.Add({}, static_cast<double>(InternalErrors()));
+  Family rejected("splitbrain_discovery_members_rejected",
+                  "Members the DCS registers beyond discovery.max_members, not probed.",
+                  MetricType::Gauge);
+  Family expired("splitbrain_discovery_members_expired_total",
+                 "Discovered members dropped after being gone from the DCS and unreadable for "
+                 "discovery.expire_after.",
+                 MetricType::Counter);
+  for (const auto& c : clusters) {
+    if (!c.spec.discovery.enabled) continue;
+    rejected.Add({{"cluster", c.spec.name}}, static_cast<double>(c.discovery_rejected.size()));
+    expired.Add({{"cluster", c.spec.name}}, static_cast<double>(c.discovered_expired));
+  }
+  return {internal.Take(), rejected.Take(), expired.Take()};
+}
 
 }  // namespace
 
@@ -398,6 +422,7 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
                     &declaration_errors}) {
     out.push_back(f->Take());
   }
+  for (auto& f : RuntimeHealthFamilies(clusters)) out.push_back(std::move(f));
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <future>
 
+#include "detector/internal_errors.h"
 #include "probes/etcd.h"
 #include "probes/http_json.h"
 #include "probes/patroni.h"
@@ -27,6 +28,55 @@ Observation TimedOut(const std::string& member, const ReadingWindow& window,
   return obs;
 }
 
+size_t DiscoveredCount(const ClusterSpec& spec) {
+  return static_cast<size_t>(std::count_if(spec.members.begin(), spec.members.end(),
+                                           [](const MemberSpec& m) { return m.discovered; }));
+}
+
+// What a reload keeps of a cluster (see Scheduler::Inherit). `now` has the new spec, whose
+// members were already chosen; histories and counters follow those members.
+void InheritState(const ClusterSnapshot& old, ClusterSnapshot& now) {
+  for (const auto& member : now.spec.members) {
+    if (auto it = old.history.members.find(member.name); it != old.history.members.end()) {
+      now.history.members[member.name] = it->second;
+    }
+    if (auto it = old.counters.find(member.name); it != old.counters.end()) {
+      now.counters[member.name] = it->second;
+    }
+  }
+  now.history.lineage = old.history.lineage;
+  now.has_round = old.has_round;
+  now.assessment = old.assessment;
+  now.rounds = old.rounds;
+  now.confirmations_accepted = old.confirmations_accepted;
+  now.confirmations_rejected = old.confirmations_rejected;
+  now.overruns = old.overruns;
+  now.last_round_start = old.last_round_start;
+  now.last_round_end = old.last_round_end;
+  now.last_round_seconds = old.last_round_seconds;
+  now.verdict_since = old.verdict_since;
+  now.verdict_rounds = old.verdict_rounds;
+  now.split_brain_open = old.split_brain_open;
+  now.split_brain_opened_at = old.split_brain_opened_at;
+  now.last_good_dcs = old.last_good_dcs;
+  now.last_dcs_success = old.last_dcs_success;
+  now.dcs_failures = old.dcs_failures;
+  now.dcs_consecutive_failures = old.dcs_consecutive_failures;
+  now.transitions = old.transitions;
+  now.last_transition = old.last_transition;
+  now.last_transition_at = old.last_transition_at;
+  now.last_primary = old.last_primary;
+  now.last_primary_timeline = old.last_primary_timeline;
+  now.forks = old.forks;
+  now.fork_rounds = old.fork_rounds;
+  now.discovered_expired = old.discovered_expired;
+  for (const auto& obs : old.last_round) {
+    const bool kept = std::any_of(now.spec.members.begin(), now.spec.members.end(),
+                                  [&](const MemberSpec& m) { return m.name == obs.member; });
+    if (kept) now.last_round.push_back(obs);
+  }
+}
+
 }  // namespace
 
 ProbeFactory PostgresProbeFactory() {
@@ -35,17 +85,17 @@ ProbeFactory PostgresProbeFactory() {
   };
 }
 
-ProbeExecutor::ProbeExecutor(size_t threads) {
-  for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
-}
+ProbeExecutor::ProbeExecutor(size_t threads) { EnsureThreads(threads); }
 
 ProbeExecutor::~ProbeExecutor() {
+  std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    threads.swap(threads_);
   }
   cv_.notify_all();
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads) t.join();
 }
 
 void ProbeExecutor::Submit(std::function<void()> task) {
@@ -54,6 +104,16 @@ void ProbeExecutor::Submit(std::function<void()> task) {
     queue_.push_back(std::move(task));
   }
   cv_.notify_one();
+}
+
+void ProbeExecutor::EnsureThreads(size_t threads) {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (!stop_ && threads_.size() < threads) threads_.emplace_back([this] { Work(); });
+}
+
+size_t ProbeExecutor::threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return threads_.size();
 }
 
 void ProbeExecutor::Work() {
@@ -66,7 +126,7 @@ void ProbeExecutor::Work() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    task();
+    Guarded("probe executor", task);
   }
 }
 
@@ -81,60 +141,91 @@ struct Scheduler::MemberSlot {
 /// A cluster's probes and state. Only its own thread changes `members` and `state.spec`
 /// (under Scheduler::mu_), so that thread may read them without the lock.
 struct Scheduler::ClusterRuntime {
-  std::vector<std::unique_ptr<MemberSlot>> members;
+  /// Shared with the calls in flight, so that a member dropped by discovery outlives them.
+  std::vector<std::shared_ptr<MemberSlot>> members;
   std::unique_ptr<EtcdScopeProbe> dcs_probe;  // Patroni clusters only
   std::atomic<bool> dcs_busy{false};
+  /// Discovered members absent from the DCS's latest answer, and since when.
+  std::map<std::string, WallClock::time_point> absent_since;
   ClusterSnapshot state;  // guarded by Scheduler::mu_
 };
 
 Scheduler::Scheduler(const ValidatedConfig& config, ProbeFactory factory)
     : factory_(std::move(factory)) {
-  size_t total_calls = 0;
+  executor_ = std::make_unique<ProbeExecutor>(2);
   for (const auto& spec : config.clusters()) {
     auto cluster = std::make_unique<ClusterRuntime>();
     cluster->state.spec = spec;
-    for (const auto& member : spec.members) {
-      auto slot = std::make_unique<MemberSlot>();
-      slot->probe = factory_(spec, member);
-      if (!member.patroni_url.empty()) {
-        slot->rest = std::make_unique<PatroniRestProbe>(member.patroni_url);
-      }
-      cluster->members.push_back(std::move(slot));
-      cluster->state.counters[member.name] = MemberCounters{};
-    }
+    cluster->state.spec.members.clear();
+    for (const auto& member : spec.members) AddMemberSlot(*cluster, member);
     if (spec.kind == ClusterKind::kPatroni) {
       cluster->dcs_probe =
           std::make_unique<EtcdScopeProbe>(spec.etcd_endpoints, spec.dcs_namespace, spec.scope);
-      // Patroni members are two calls each (PostgreSQL, REST), and discovery adds members.
-      total_calls += 1 + 2 * std::max<size_t>(spec.members.size(), 5);
-    } else {
-      total_calls += spec.members.size();
     }
     clusters_.push_back(std::move(cluster));
   }
-  // A call holds a thread at most until its deadline (or libpq's connect_timeout), and a busy
-  // probe is never called twice, so one thread per concurrent call can never starve anyone.
-  executor_ = std::make_unique<ProbeExecutor>(std::max<size_t>(2, total_calls));
+  SizeExecutor();
 }
 
 Scheduler::~Scheduler() { Stop(); }
 
-void Scheduler::Inherit(const std::vector<ClusterSnapshot>& previous) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& cluster : clusters_) {
-    for (const auto& old : previous) {
-      if (old.spec.name != cluster->state.spec.name) continue;
-      cluster->state.history.lineage = old.history.lineage;
-      for (const auto& member : cluster->state.spec.members) {
-        auto it = old.history.members.find(member.name);
-        if (it != old.history.members.end()) {
-          cluster->state.history.members[member.name] = it->second;
-        }
-      }
-    }
+void Scheduler::AddMemberSlot(ClusterRuntime& cluster, MemberSpec member) {
+  auto slot = std::make_shared<MemberSlot>();
+  slot->probe = factory_(cluster.state.spec, member);
+  if (!member.patroni_url.empty()) {
+    slot->rest = std::make_unique<PatroniRestProbe>(member.patroni_url);
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  cluster.members.push_back(std::move(slot));
+  cluster.state.counters.emplace(member.name, MemberCounters{});
+  cluster.state.spec.members.push_back(std::move(member));
 }
 
+void Scheduler::SizeExecutor() {
+  // A call holds a thread at most until its deadline (or libpq's connect_timeout), and a busy
+  // probe is never called twice, so one thread per concurrent call can never starve anyone:
+  // the lock store, and PostgreSQL plus REST for each member. Patroni clusters keep room for
+  // five members, so that the first discoveries need no new threads.
+  size_t calls = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const auto& cluster : clusters_) {
+    const ClusterSpec& spec = cluster->state.spec;
+    const bool patroni = spec.kind == ClusterKind::kPatroni;
+    calls +=
+        patroni ? 1 + 2 * std::max<size_t>(cluster->members.size(), 5) : cluster->members.size();
+  }
+  lock.unlock();
+  executor_->EnsureThreads(std::max<size_t>(2, calls));
+}
+
+void Scheduler::Inherit(const std::vector<ClusterSnapshot>& previous) {
+  for (auto& cluster : clusters_) {
+    ClusterSnapshot& now = cluster->state;
+    auto old = std::find_if(previous.begin(), previous.end(),
+                            [&](const ClusterSnapshot& s) { return s.spec.name == now.spec.name; });
+    if (old == previous.end()) continue;
+    // Discovered members stay watched: a zombie's DCS key expires with its lease, so the DCS
+    // alone would never list it again.
+    for (const auto& member : old->spec.members) {
+      const bool configured =
+          std::any_of(now.spec.members.begin(), now.spec.members.end(),
+                      [&](const MemberSpec& m) { return m.name == member.name; });
+      if (!configured && member.discovered && now.spec.discovery.enabled &&
+          DiscoveredCount(now.spec) < static_cast<size_t>(now.spec.discovery.max_members)) {
+        // The new discovery settings (dsn, credentials) apply; the address is the one found.
+        MemberSpec again =
+            MemberAt(member.name, SplitHostPort(member.address), now.spec.discovery.dsn,
+                     now.spec.discovery.password_file, now.spec.discovery.password_env);
+        again.patroni_url = member.patroni_url;
+        again.discovered = true;
+        AddMemberSlot(*cluster, std::move(again));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    InheritState(*old, now);
+  }
+  SizeExecutor();
+}
 void Scheduler::SetRoundListener(RoundListener listener) {
   std::lock_guard<std::mutex> lock(mu_);
   listener_ = std::move(listener);
@@ -164,7 +255,7 @@ void Scheduler::Stop() {
 void Scheduler::RunOnce() {
   std::vector<std::thread> rounds;
   for (auto& cluster : clusters_) {
-    rounds.emplace_back([this, c = cluster.get()] { RunRound(*c); });
+    rounds.emplace_back([this, c = cluster.get()] { Guarded("round", [&] { RunRound(*c); }); });
   }
   for (auto& t : rounds) t.join();
 }
@@ -189,7 +280,8 @@ void Scheduler::ClusterLoop(ClusterRuntime& cluster) {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     lock.unlock();
-    RunRound(cluster);
+    // A round that throws (it must not) is counted; the cluster is probed again next interval.
+    Guarded("round", [&] { RunRound(cluster); });
     lock.lock();
     // Read each time: a Patroni cluster's interval follows the TTL found in the DCS.
     next += cluster.state.spec.probe_interval;
@@ -204,15 +296,24 @@ void Scheduler::ClusterLoop(ClusterRuntime& cluster) {
 }
 
 template <typename T>
-std::optional<std::future<T>> Scheduler::Launch(std::atomic<bool>& busy, std::function<T()> call) {
+std::optional<std::future<T>> Scheduler::Launch(std::shared_ptr<MemberSlot> keep,
+                                                std::atomic<bool>& busy, std::function<T()> call,
+                                                std::function<T(ProbeFailure)> failed) {
   if (busy.exchange(true)) return std::nullopt;
   auto promise = std::make_shared<std::promise<T>>();
   auto future = promise->get_future();
-  executor_->Submit([&busy, promise, call = std::move(call)] {
-    T value = call();
-    busy.store(false);
-    promise->set_value(std::move(value));
-  });
+  executor_->Submit(
+      [keep = std::move(keep), &busy, promise, call = std::move(call), failed = std::move(failed)] {
+        std::optional<T> value;
+        // A probe that throws (it must not) still answers, and its member is probed again.
+        Guarded("probe", [&] { value.emplace(call()); });
+        if (!value) {
+          value.emplace(failed(ProbeFailure{ProbeFailureReason::kInternal,
+                                            "the probe failed unexpectedly (internal error)"}));
+        }
+        busy.store(false);
+        promise->set_value(std::move(*value));
+      });
   return future;
 }
 
@@ -238,21 +339,34 @@ Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
   // just before it promotes, so the first round may have read the key before it existed.
   std::optional<std::future<DcsResult>> dcs;
   if (cluster.dcs_probe) {
-    dcs = Launch<DcsResult>(cluster.dcs_busy,
-                            [&cluster, deadline] { return cluster.dcs_probe->Read(deadline); });
+    dcs = Launch<DcsResult>(
+        nullptr, cluster.dcs_busy,
+        [&cluster, deadline] { return cluster.dcs_probe->Read(deadline); },
+        [](ProbeFailure f) { return DcsResult(std::move(f)); });
   }
   auto gate =
       confirmation ? std::make_shared<StartGate>(static_cast<int>(member_indexes.size())) : nullptr;
   std::vector<std::optional<std::future<Observation>>> databases;
   std::vector<std::optional<std::future<PatroniResult>>> claims(member_indexes.size());
   for (size_t i = 0; i < member_indexes.size(); ++i) {
-    MemberSlot& slot = *cluster.members[member_indexes[i]];
+    const std::shared_ptr<MemberSlot>& shared = cluster.members[member_indexes[i]];
+    MemberSlot& slot = *shared;
+    const std::string& name = spec.members[member_indexes[i]].name;
     databases.push_back(Launch<Observation>(
-        slot.busy, [&slot, deadline, gate] { return slot.probe->Probe(deadline, gate.get()); }));
+        shared, slot.busy,
+        [&slot, deadline, gate] { return slot.probe->Probe(deadline, gate.get()); },
+        [name, started, gate](ProbeFailure f) {
+          // A probe that threw may not have arrived at the gate.
+          if (gate) gate->Arrive();
+          Observation obs = TimedOut(name, started, "");
+          obs.result = std::move(f);
+          return obs;
+        }));
     if (!databases.back() && gate) gate->Arrive();
     if (slot.rest && !confirmation) {
-      claims[i] = Launch<PatroniResult>(slot.rest_busy,
-                                        [&slot, deadline] { return slot.rest->Read(deadline); });
+      claims[i] = Launch<PatroniResult>(
+          shared, slot.rest_busy, [&slot, deadline] { return slot.rest->Read(deadline); },
+          [](ProbeFailure f) { return PatroniResult(std::move(f)); });
     }
   }
 
@@ -502,10 +616,14 @@ void Scheduler::RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallCloc
 
 void Scheduler::AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view) {
   ClusterSpec& spec = cluster.state.spec;
+  const auto now = WallClock::now();
+  std::vector<std::string> rejected;
+  bool added = false;
   for (const DcsMember& registered : view.members) {
     auto known = std::find_if(spec.members.begin(), spec.members.end(),
                               [&](const MemberSpec& m) { return m.name == registered.name; });
     if (known != spec.members.end()) {
+      cluster.absent_since.erase(registered.name);
       // A configured member without a REST URL gets the one Patroni registered.
       MemberSlot& slot = *cluster.members[known - spec.members.begin()];
       if (!slot.rest && !registered.api_url.empty()) {
@@ -518,19 +636,65 @@ void Scheduler::AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view) {
     if (!spec.discovery.enabled) continue;
     auto member = DiscoveredMember(spec, registered);
     if (!member) continue;
-    // Members are only ever added: a zombie's DCS key expires with its lease, and that
-    // is exactly when it must stay watched.
-    auto slot = std::make_unique<MemberSlot>();
-    slot->probe = factory_(spec, *member);
-    if (!member->patroni_url.empty()) {
-      slot->rest = std::make_unique<PatroniRestProbe>(member->patroni_url);
+    // Anyone who can write to the DCS can register members: never probe without limit.
+    if (DiscoveredCount(spec) >= static_cast<size_t>(spec.discovery.max_members)) {
+      rejected.push_back(registered.name);
+      continue;
     }
     spdlog::info("cluster={} msg=\"discovered member\" member={} address={}", spec.name,
                  member->name, member->address);
+    AddMemberSlot(cluster, std::move(*member));
+    added = true;
+  }
+  if (added) SizeExecutor();
+  for (const auto& m : spec.members) {
+    if (!m.discovered) continue;
+    const bool listed = std::any_of(view.members.begin(), view.members.end(),
+                                    [&](const DcsMember& r) { return r.name == m.name; });
+    if (listed) {
+      cluster.absent_since.erase(m.name);
+    } else {
+      cluster.absent_since.emplace(m.name, now);
+    }
+  }
+  ExpireDiscovered(cluster, now);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!rejected.empty() && cluster.state.discovery_rejected != rejected) {
+    spdlog::warn(
+        "cluster={} msg=\"DCS registers more members than discovery.max_members; not probing "
+        "the rest\" max_members={} not_probed={}",
+        spec.name, spec.discovery.max_members, rejected.size());
+  }
+  cluster.state.discovery_rejected = std::move(rejected);
+}
+
+void Scheduler::ExpireDiscovered(ClusterRuntime& cluster, WallClock::time_point now) {
+  // A zombie's DCS key expires with its lease, and that is exactly when it must stay watched:
+  // a discovered member goes only once it is gone from the DCS *and* unreadable for a while.
+  ClusterSpec& spec = cluster.state.spec;
+  const auto limit = spec.discovery.expire_after;
+  for (size_t i = spec.members.size(); i-- > 0;) {
+    const MemberSpec& m = spec.members[i];
+    auto absent = cluster.absent_since.find(m.name);
+    if (!m.discovered || absent == cluster.absent_since.end() || now - absent->second < limit) {
+      continue;
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    cluster.members.push_back(std::move(slot));
-    cluster.state.counters[member->name] = MemberCounters{};
-    spec.members.push_back(std::move(*member));
+    const auto history = cluster.state.history.members.find(m.name);
+    const auto last_ok = history != cluster.state.history.members.end() && history->second.last_ok
+                             ? *history->second.last_ok
+                             : absent->second;
+    if (now - last_ok < limit) continue;
+    spdlog::info(
+        "cluster={} msg=\"discovered member expired: gone from the DCS and unreadable\" "
+        "member={} for={}s",
+        spec.name, m.name, std::chrono::duration_cast<std::chrono::seconds>(limit).count());
+    cluster.state.history.members.erase(m.name);
+    cluster.state.counters.erase(m.name);
+    cluster.absent_since.erase(absent);
+    cluster.members.erase(cluster.members.begin() + static_cast<std::ptrdiff_t>(i));
+    spec.members.erase(spec.members.begin() + static_cast<std::ptrdiff_t>(i));
+    ++cluster.state.discovered_expired;
   }
 }
 

@@ -79,6 +79,12 @@ struct ClusterSnapshot {
   std::vector<LineageFork> forks;
   /// Rounds in a row with an undeclared fork.
   std::uint64_t fork_rounds = 0;
+
+  // Discovery.
+  /// Members the DCS registered beyond discovery.max_members: named, never probed.
+  std::vector<std::string> discovery_rejected;
+  /// Discovered members dropped after being gone from the DCS and unreadable for expire_after.
+  std::uint64_t discovered_expired = 0;
 };
 
 /// Where the scheduler gets the declarations in force; called once per round.
@@ -96,11 +102,15 @@ class ProbeExecutor {
   ~ProbeExecutor();
   ProbeExecutor(const ProbeExecutor&) = delete;
   ProbeExecutor& operator=(const ProbeExecutor&) = delete;
+  /// Runs `task` on a pool thread; an exception it throws is counted, never propagated.
   void Submit(std::function<void()> task);
+  /// Grows the pool to at least `threads` (discovery adds members at run time).
+  void EnsureThreads(size_t threads);
+  size_t threads() const;
 
  private:
   void Work();
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   bool stop_ = false;
@@ -121,8 +131,10 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  /// Carries member histories over from a previous scheduler (same cluster and member
-  /// names), so a config reload does not forget who was last seen writable.
+  /// Carries each cluster's state over from a previous scheduler (same cluster name): member
+  /// histories and counters of members still configured, discovered members while discovery
+  /// stays on, and the open incident, verdict, forks, transitions and last primary. A reload
+  /// therefore never resolves a page. Call before Start().
   void Inherit(const std::vector<ClusterSnapshot>& previous);
   void SetRoundListener(RoundListener listener);
   /// Declarations the suppressors consult; none when not set.
@@ -138,6 +150,8 @@ class Scheduler {
   std::vector<ClusterSnapshot> Snapshot() const;
   /// True once every cluster has finished at least one round.
   bool AllClustersHaveRun() const;
+  /// Threads in the probe pool: one per call that can run at once, growing with discovery.
+  size_t probe_threads() const { return executor_->threads(); }
 
  private:
   struct MemberSlot;
@@ -159,11 +173,20 @@ class Scheduler {
   RoundReadings ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& member_indexes,
                            bool confirmation);
   /// Runs `call` on the executor unless the previous call guarded by `busy` still runs.
+  /// A call that throws answers `failed(failure)` instead, and is counted.
   template <typename T>
-  std::optional<std::future<T>> Launch(std::atomic<bool>& busy, std::function<T()> call);
+  std::optional<std::future<T>> Launch(std::shared_ptr<MemberSlot> keep, std::atomic<bool>& busy,
+                                       std::function<T()> call,
+                                       std::function<T(ProbeFailure)> failed);
   void RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at);
-  /// Gives configured members their registered REST URL and adds discovered members.
+  /// Gives configured members their registered REST URL and adds discovered members, up to
+  /// discovery.max_members; drops those gone from the DCS and unreadable for expire_after.
   void AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view);
+  /// Adds a slot for `member` (probes and counters); the cluster's thread or before Start().
+  void AddMemberSlot(ClusterRuntime& cluster, MemberSpec member);
+  void ExpireDiscovered(ClusterRuntime& cluster, WallClock::time_point now);
+  /// Threads enough for every concurrent call of every member (see the constructor).
+  void SizeExecutor();
   /// Recomputes every cluster's lineage forks from their latest rounds. Requires mu_.
   void UpdateForks(const std::vector<Declaration>& active, WallClock::time_point now);
 

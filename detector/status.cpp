@@ -90,6 +90,11 @@ nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters,
     }
     cluster["suppressed_split_brain"] = a.suppressed_split_brain;
     cluster["transitions"] = c.transitions;
+    if (c.spec.discovery.enabled) {
+      cluster["discovery"] = {{"max_members", c.spec.discovery.max_members},
+                              {"not_probed", c.discovery_rejected},
+                              {"expired", c.discovered_expired}};
+    }
     if (c.last_transition) {
       cluster["last_transition"] = {{"at", FormatTime(c.last_transition_at)},
                                     {"members", c.last_transition->members},
