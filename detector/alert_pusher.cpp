@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "detector/internal_errors.h"
+
 namespace sbd {
 namespace {
 
@@ -314,7 +316,11 @@ class AlertPusher::Worker {
       for (;;) {
         ++attempts;
         lock.unlock();  // `batch` is ours alone
-        ok = PostOnce(Serialize(batch), &error);
+        // A push that throws (it must not) counts as a failed attempt, never kills the sender.
+        ok = false;
+        if (!Guarded("alert push", [&] { ok = PostOnce(Serialize(batch), &error); })) {
+          error = "internal error (counted in splitbrain_internal_errors_total)";
+        }
         lock.lock();
         if (ok || stopping_ || attempts >= max_attempts_) break;
         lock.unlock();

@@ -19,6 +19,7 @@
 #include "detector/config.h"
 #include "detector/exporter.h"
 #include "detector/file_sd.h"
+#include "detector/internal_errors.h"
 #include "detector/metrics.h"
 #include "detector/scheduler.h"
 #include "detector/status.h"
@@ -335,13 +336,15 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
     while (!watch_cv.wait_for(lock, std::chrono::seconds(1), [&] { return watch_stop; })) {
       const std::vector<std::string> globs = watched;
       lock.unlock();
-      current_store()->Refresh();
-      const std::string now = sbd::FileSdFingerprint(globs);
-      if (now != fingerprint) {
-        fingerprint = now;
-        spdlog::info("msg=\"file_sd targets changed; reloading\"");
-        kill(getpid(), SIGHUP);
-      }
+      sbd::Guarded("file watcher", [&] {
+        current_store()->Refresh();
+        const std::string now = sbd::FileSdFingerprint(globs);
+        if (now != fingerprint) {
+          fingerprint = now;
+          spdlog::info("msg=\"file_sd targets changed; reloading\"");
+          kill(getpid(), SIGHUP);
+        }
+      });
       lock.lock();
     }
   });
