@@ -1,9 +1,7 @@
 #include "detector/build_info.h"
 
-// Defined for this file only (CMakeLists.txt), so a new revision recompiles just this file.
-#ifndef SBD_VERSION
-#error "SBD_VERSION must be defined by the build"
-#endif
+// Written by CMake when it configures (git describe, branch, compiler).
+#include "sbd_build_version.h"
 
 namespace sbd {
 
