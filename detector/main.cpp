@@ -16,6 +16,7 @@
 
 #include "detector/alert_pusher.h"
 #include "detector/alerts.h"
+#include "detector/build_info.h"
 #include "detector/config.h"
 #include "detector/exporter.h"
 #include "detector/file_sd.h"
@@ -348,8 +349,9 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
       lock.lock();
     }
   });
-  spdlog::info("msg=\"started\" version={} listen_port={} tls={} clusters={}", SBD_VERSION,
-               exporter.port(), web.cert_file.empty() ? "off" : "on", config.clusters().size());
+  spdlog::info("msg=\"started\" version={} listen_port={} tls={} clusters={}",
+               sbd::GetBuildInfo().version, exporter.port(), web.cert_file.empty() ? "off" : "on",
+               config.clusters().size());
 
   for (;;) {
     int signal = 0;
@@ -429,7 +431,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (flags.command == "version") {
-    std::cout << "splitbrain-detector " << SBD_VERSION << " (revision " << SBD_REVISION << ")\n";
+    std::cout << sbd::VersionText();
     return 0;
   }
   // The check command's table is its output; verdict changes in the log would repeat it.

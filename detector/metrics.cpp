@@ -6,6 +6,7 @@
 #include <chrono>
 #include <set>
 
+#include "detector/build_info.h"
 #include "detector/internal_errors.h"
 
 namespace sbd {
@@ -82,7 +83,12 @@ DetectorCollector::DetectorCollector(SnapshotSource source, const ConfigReloadSt
 std::vector<MetricFamily> DetectorCollector::Collect() const {
   const std::vector<ClusterSnapshot> clusters = source_();
   Family build("splitbrain_build_info", "Build of the running detector.", MetricType::Gauge);
-  build.Add({{"version", SBD_VERSION}, {"revision", SBD_REVISION}}, 1);
+  const BuildInfo& built = GetBuildInfo();
+  build.Add({{"version", built.version},
+             {"revision", built.revision},
+             {"branch", built.branch},
+             {"compiler", built.compiler}},
+            1);
 
   Family reload_ok("splitbrain_config_last_reload_successful",
                    "Whether the last configuration load succeeded (the last good one stays "
