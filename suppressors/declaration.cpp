@@ -8,17 +8,38 @@
 #include <set>
 
 #include "detector/config.h"
+#include "detector/logfmt.h"
 
 namespace sbd {
 namespace {
 
-constexpr size_t kMaxReasonLength = 500;
-constexpr const char* kTimeHint = "expected an RFC 3339 time like 2026-11-30T06:00:00Z";
+constexpr const char* kTimeHint =
+    "expected an RFC 3339 time between 1970 and 2262, like 2026-11-30T06:00:00Z";
 
 bool IsDeclarationName(const std::string& s) {
   return !s.empty() && s.size() <= 200 && std::all_of(s.begin(), s.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
   });
+}
+
+// Why `value` is not one line of printable UTF-8 text of at most `max_bytes`; "" when it is.
+std::string TextProblem(const std::string& value, size_t max_bytes) {
+  if (value.size() > max_bytes) return "longer than " + std::to_string(max_bytes) + " bytes";
+  for (size_t i = 0; i < value.size();) {
+    const unsigned char c = static_cast<unsigned char>(value[i]);
+    char where[64];
+    if (c < 0x20 || c == 0x7F) {
+      std::snprintf(where, sizeof where, "control character 0x%02X at byte %zu", c, i);
+      return std::string(where) + "; expected one line of text";
+    }
+    const size_t length = Utf8SequenceLength(value, i);
+    if (length == 0) {
+      std::snprintf(where, sizeof where, "byte 0x%02X at %zu", c, i);
+      return std::string("not valid UTF-8 (") + where + ")";
+    }
+    i += length;
+  }
+  return "";
 }
 
 // Collects a declaration's errors; yaml-cpp marks are 0-based.
@@ -27,8 +48,10 @@ class Checker {
   Checker(std::string file, std::string path) : file_(std::move(file)), path_(std::move(path)) {}
 
   void Error(const YAML::Mark& mark, const std::string& key, std::string message) {
+    // An unknown key is the document's text: escaped, so that errors stay one valid line.
+    const std::string shown = LogfmtEscape(key);
     errors_.push_back({file_, std::max(mark.line, 0) + 1, std::max(mark.column, 0) + 1,
-                       key.empty() ? path_ : (path_.empty() ? key : path_ + "." + key),
+                       key.empty() ? path_ : (path_.empty() ? shown : path_ + "." + shown),
                        std::move(message)});
   }
   std::vector<ConfigError>& errors() { return errors_; }
@@ -129,8 +152,24 @@ std::optional<WallTime> ParseRfc3339(const std::string& text) {
   struct tm back {};
   gmtime_r(&utc, &back);
   if (back.tm_mday != day) return std::nullopt;
+  // Outside what WallTime (int64 nanoseconds) holds, from_time_t would overflow.
+  constexpr long long kLastSecond =
+      std::chrono::duration_cast<std::chrono::seconds>(WallTime::duration::max()).count() - 1;
+  const long long seconds = static_cast<long long>(utc) - offset_seconds;
+  if (year < 1970 || seconds < 0 || seconds > kLastSecond) return std::nullopt;
   return std::chrono::system_clock::from_time_t(utc - offset_seconds) +
          std::chrono::duration_cast<std::chrono::system_clock::duration>(fraction);
+}
+
+WallTime AddSaturating(WallTime t, std::chrono::milliseconds d) {
+  using std::chrono::milliseconds;
+  // In milliseconds nothing here can overflow; one spare millisecond absorbs truncation.
+  const auto max_ms = std::chrono::duration_cast<milliseconds>(WallTime::duration::max()).count();
+  const auto min_ms = std::chrono::duration_cast<milliseconds>(WallTime::duration::min()).count();
+  const auto since_ms = std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count();
+  if (d.count() >= 0 && d.count() >= max_ms - since_ms - 1) return WallTime::max();
+  if (d.count() < 0 && d.count() <= min_ms - since_ms + 1) return WallTime::min();
+  return t + std::chrono::duration_cast<WallTime::duration>(d);
 }
 
 std::string FormatRfc3339(WallTime t) {
@@ -142,131 +181,184 @@ std::string FormatRfc3339(WallTime t) {
   return buffer;
 }
 
-std::variant<Declaration, std::vector<ConfigError>> ParseDeclaration(
-    const YAML::Node& node, const std::string& file, const std::string& path,
-    const DeclarationRules& rules) {
-  Checker check(file, path);
-  Declaration d;
-  if (!node.IsMap()) {
-    check.Error(node.Mark(), "", "expected a mapping with kind, cluster, reason and expires");
-    return std::move(check.errors());
+namespace {
+
+// One declaration mapping, read field by field; every problem is collected.
+class DeclarationParser {
+ public:
+  DeclarationParser(const YAML::Node& node, const std::string& file, const std::string& path,
+                    const DeclarationRules& rules)
+      : node_(node), rules_(rules), check_(file, path) {}
+
+  std::variant<Declaration, std::vector<ConfigError>> Parse() {
+    if (!node_.IsMap()) {
+      check_.Error(node_.Mark(), "", "expected a mapping with kind, cluster, reason and expires");
+      return std::move(check_.errors());
+    }
+    ReadKeys();
+    Declaration d;
+    ReadKind(d);
+    d.cluster = Name("cluster", true);
+    d.scope = Name("scope", false);
+    d.member = Name("member", false);
+    d.reason = Text("reason", true, kMaxReasonBytes).value_or("");
+    ReadAuthor(d);
+    d.id = rules_.allow_identity ? Name("id", true) : "";
+    d.source = rules_.allow_identity ? Text("source", false, 16).value_or("api") : "";
+    d.origin = rules_.allow_identity ? Text("origin", false, 4096).value_or("api") : "";
+    d.created = rules_.now;
+    if (rules_.allow_identity) {
+      if (auto created = Text("created", true, 64)) {
+        if (auto t = ParseRfc3339(*created)) {
+          d.created = *t;
+        } else {
+          check_.Error(Mark("created"), "created", kTimeHint);
+        }
+      }
+    }
+    ReadExpiry(d);
+    if (!check_.errors().empty()) return std::move(check_.errors());
+    return d;
   }
-  std::set<std::string> allowed = {"kind",   "cluster", "scope",  "member",
-                                   "reason", "author",  "expires"};
-  if (rules.allow_duration) allowed.insert("duration");
-  if (rules.allow_identity) allowed.insert({"id", "created", "source", "origin"});
-  std::map<std::string, YAML::Node> fields;
-  std::map<std::string, YAML::Mark> key_marks;
-  for (const auto& kv : node) {
-    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
-    if (!allowed.count(key)) {
-      check.Error(kv.first.Mark(), key, "unknown key");
-    } else if (fields.count(key)) {
-      check.Error(kv.first.Mark(), key, "duplicate key");
-    } else {
-      fields[key] = kv.second;
-      key_marks[key] = kv.first.Mark();
+
+ private:
+  void ReadKeys() {
+    std::set<std::string> allowed = {"kind",   "cluster", "scope",  "member",
+                                     "reason", "author",  "expires"};
+    if (rules_.allow_duration) allowed.insert("duration");
+    if (rules_.allow_identity) allowed.insert({"id", "created", "source", "origin"});
+    for (const auto& kv : node_) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      if (!allowed.count(key)) {
+        check_.Error(kv.first.Mark(), key, "unknown key");
+      } else if (fields_.count(key)) {
+        check_.Error(kv.first.Mark(), key, "duplicate key");
+      } else {
+        fields_[key] = kv.second;
+        key_marks_[key] = kv.first.Mark();
+      }
     }
   }
+
   // A null value's mark points past it, so errors about values go to the value, or the key.
-  auto mark = [&](const std::string& key) {
-    return fields[key].IsNull() ? key_marks[key] : fields[key].Mark();
-  };
-  auto text = [&](const std::string& key, bool required) -> std::optional<std::string> {
-    if (!fields.count(key)) {
-      if (required) check.Error(node.Mark(), key, "required");
+  YAML::Mark Mark(const std::string& key) {
+    return fields_[key].IsNull() ? key_marks_[key] : fields_[key].Mark();
+  }
+
+  // A non-empty line of printable UTF-8 text of at most `max_bytes`.
+  std::optional<std::string> Text(const std::string& key, bool required, size_t max_bytes) {
+    if (!fields_.count(key)) {
+      if (required) check_.Error(node_.Mark(), key, "required");
       return std::nullopt;
     }
-    if (!fields[key].IsScalar() || fields[key].Scalar().empty()) {
-      check.Error(mark(key), key, "expected a non-empty string");
+    if (!fields_[key].IsScalar() || fields_[key].Scalar().empty()) {
+      check_.Error(Mark(key), key, "expected a non-empty string");
       return std::nullopt;
     }
-    return fields[key].Scalar();
-  };
-  auto name = [&](const std::string& key, bool required) {
-    std::optional<std::string> value = text(key, required);
+    const std::string problem = TextProblem(fields_[key].Scalar(), max_bytes);
+    if (!problem.empty()) {
+      check_.Error(Mark(key), key, problem);
+      return std::nullopt;
+    }
+    return fields_[key].Scalar();
+  }
+
+  std::string Name(const std::string& key, bool required) {
+    std::optional<std::string> value = Text(key, required, 200);
     if (value && !IsDeclarationName(*value)) {
-      check.Error(mark(key), key, "expected a name of letters, digits, '_', '.' and '-'");
+      check_.Error(Mark(key), key, "expected a name of letters, digits, '_', '.' and '-'");
       return std::string();
     }
     return value.value_or("");
-  };
+  }
 
-  if (auto kind = text("kind", true)) {
-    bool known = false;
+  void ReadKind(Declaration& d) {
+    auto kind = Text("kind", true, 64);
+    if (!kind) return;
     for (auto k : {DeclarationKind::kProvisioning, DeclarationKind::kRebuilding,
                    DeclarationKind::kCutover, DeclarationKind::kDecommissioning}) {
       if (*kind == DeclarationKindName(k)) {
         d.kind = k;
-        known = true;
+        return;
       }
     }
-    if (!known) {
-      check.Error(mark("kind"), "kind",
-                  "expected provisioning, rebuilding, cutover or decommissioning");
+    check_.Error(Mark("kind"), "kind",
+                 "expected provisioning, rebuilding, cutover or decommissioning");
+  }
+
+  void ReadAuthor(Declaration& d) {
+    // The HTTP API requires an author; the authenticated user, when there is one, is it.
+    d.author =
+        Text("author", rules_.allow_duration && !rules_.author, kMaxAuthorBytes).value_or("");
+    if (!rules_.author) return;
+    const std::string problem = rules_.author->empty()
+                                    ? std::string("the authenticated user name is empty")
+                                    : TextProblem(*rules_.author, kMaxAuthorBytes);
+    if (!problem.empty()) {
+      check_.Error(node_.Mark(), "author", "authenticated user: " + problem);
     }
+    d.author = *rules_.author;
   }
-  d.cluster = name("cluster", true);
-  d.scope = name("scope", false);
-  d.member = name("member", false);
-  d.reason = text("reason", true).value_or("");
-  if (d.reason.size() > kMaxReasonLength) {
-    check.Error(mark("reason"), "reason",
-                "longer than " + std::to_string(kMaxReasonLength) + " characters");
-  }
-  d.author = text("author", rules.allow_duration).value_or("");
-  d.id = rules.allow_identity ? name("id", true) : "";
-  d.source = rules.allow_identity ? text("source", false).value_or("api") : "";
-  d.origin = rules.allow_identity ? text("origin", false).value_or("api") : "";
-  d.created = rules.now;
-  if (rules.allow_identity) {
-    if (auto created = text("created", true)) {
-      if (auto t = ParseRfc3339(*created)) {
-        d.created = *t;
+
+  // `expires`, or (API) `duration`: no later than max_duration after the start, which for the
+  // state file is its `created` or now, whichever is earlier (a clock never extends one).
+  void ReadExpiry(Declaration& d) {
+    const bool has_expires = fields_.count("expires") > 0;
+    const bool has_duration = fields_.count("duration") > 0;
+    const WallTime start = std::min(d.created, rules_.now);
+    std::optional<WallTime> expires;
+    std::string key = "expires";
+    if (has_expires && has_duration) {
+      check_.Error(key_marks_["duration"], "duration", "give expires or duration, not both");
+    } else if (has_duration) {
+      key = "duration";
+      if (auto value = Text("duration", true, 64)) {
+        const auto duration = ParseDuration(*value);
+        if (!duration) {
+          check_.Error(Mark(key), key, "expected a duration like 30m or 6h");
+        } else if (*duration > rules_.max_duration) {
+          check_.Error(Mark(key), key, TooLong());
+        } else {
+          expires = AddSaturating(d.created, *duration);
+        }
+      }
+    } else if (auto value = Text("expires", true, 64)) {
+      if (auto t = ParseRfc3339(*value)) {
+        expires = *t;
       } else {
-        check.Error(mark("created"), "created", kTimeHint);
+        check_.Error(Mark(key), key, kTimeHint);
       }
+    } else if (!has_expires && rules_.allow_duration) {
+      // Text() said "expires: required"; say the alternative too.
+      check_.errors().back().message = "required (or duration)";
+    }
+    if (!expires) return;
+    d.expires = *expires;
+    if (*expires > AddSaturating(start, rules_.max_duration)) {
+      check_.Error(Mark(key), key, TooLong());
+    } else if (!rules_.allow_expired && *expires <= rules_.now) {
+      check_.Error(Mark(key), key, "already expired (" + FormatRfc3339(*expires) + ")");
     }
   }
 
-  const bool has_expires = fields.count("expires") > 0;
-  const bool has_duration = fields.count("duration") > 0;
-  std::optional<WallTime> expires;
-  std::string expiry_key = "expires";
-  if (has_expires && has_duration) {
-    check.Error(key_marks["duration"], "duration", "give expires or duration, not both");
-  } else if (has_duration) {
-    expiry_key = "duration";
-    if (auto value = text("duration", true)) {
-      if (auto duration = ParseDuration(*value)) {
-        expires = d.created + *duration;
-      } else {
-        check.Error(mark("duration"), "duration", "expected a duration like 30m or 6h");
-      }
-    }
-  } else if (auto value = text("expires", true)) {
-    if (auto t = ParseRfc3339(*value)) {
-      expires = *t;
-    } else {
-      check.Error(mark("expires"), "expires", kTimeHint);
-    }
-  } else if (!has_expires && rules.allow_duration) {
-    // text() said "expires: required"; say the alternative too.
-    check.errors().back().message = "required (or duration)";
+  std::string TooLong() const {
+    return "more than the maximum " + FormatDuration(rules_.max_duration) +
+           " ahead; a declaration must expire (suppressions.max_duration)";
   }
-  if (expires) {
-    d.expires = *expires;
-    if (*expires > d.created + rules.max_duration) {
-      check.Error(mark(expiry_key), expiry_key,
-                  "more than the maximum " + FormatDuration(rules.max_duration) +
-                      " ahead; a declaration must expire (suppressions.max_duration)");
-    } else if (!rules.allow_expired && *expires <= rules.now) {
-      check.Error(mark(expiry_key), expiry_key,
-                  "already expired (" + FormatRfc3339(*expires) + ")");
-    }
-  }
-  if (!check.errors().empty()) return std::move(check.errors());
-  return d;
+
+  const YAML::Node& node_;
+  const DeclarationRules& rules_;
+  Checker check_;
+  std::map<std::string, YAML::Node> fields_;
+  std::map<std::string, YAML::Mark> key_marks_;
+};
+
+}  // namespace
+
+std::variant<Declaration, std::vector<ConfigError>> ParseDeclaration(
+    const YAML::Node& node, const std::string& file, const std::string& path,
+    const DeclarationRules& rules) {
+  return DeclarationParser(node, file, path, rules).Parse();
 }
 
 std::variant<Declaration, std::vector<ConfigError>> ParseDeclarationText(

@@ -46,9 +46,16 @@ struct Declaration {
   std::string Describe() const;
 };
 
+/// Longest `reason` accepted, in bytes: one line of text.
+constexpr size_t kMaxReasonBytes = 500;
+/// Longest `author` accepted, in bytes.
+constexpr size_t kMaxAuthorBytes = 256;
+
 /// Options for ParseDeclaration.
 struct DeclarationRules {
   std::chrono::milliseconds max_duration{std::chrono::hours(24)};
+  /// When the declaration is made: `created`, and the start of max_duration (for the state
+  /// file, the earlier of this and its `created`).
   WallTime now{};
   /// The HTTP API accepts `duration` as well as `expires`; files must give `expires`, so that
   /// re-reading a file never extends it.
@@ -58,6 +65,8 @@ struct DeclarationRules {
   /// Accept a declaration that has already expired (the state file, config): it is kept,
   /// shown, and suppresses nothing.
   bool allow_expired = false;
+  /// The authenticated HTTP user: replaces the document's `author`, which is then optional.
+  std::optional<std::string> author;
 };
 
 /// Parses one declaration mapping; `path` prefixes keys in errors ("suppressions.declarations[0]").
@@ -72,7 +81,10 @@ std::variant<Declaration, std::vector<ConfigError>> ParseDeclarationText(
     const std::string& text, const std::string& file, const DeclarationRules& rules);
 
 /// RFC 3339 timestamps ("2026-11-30T06:00:00Z", "...+02:00", fractional seconds allowed).
+/// A time WallTime cannot hold (before 1970, after 2262) is not one.
 std::optional<WallTime> ParseRfc3339(const std::string& text);
+/// `t + d`, or WallTime::max() where that would overflow. Pure.
+WallTime AddSaturating(WallTime t, std::chrono::milliseconds d);
 /// UTC, seconds precision: "2026-11-30T06:00:00Z".
 std::string FormatRfc3339(WallTime t);
 

@@ -1,23 +1,35 @@
 #include "suppressors/declaration_store.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
+#include "detector/logfmt.h"
+
 namespace sbd {
 namespace {
 
+// A declaration is a few hundred bytes; the state file holds at most kMaxApiDeclarations.
+constexpr off_t kMaxDropInBytes = 64 * 1024;
+constexpr off_t kMaxStateFileBytes = 16 * 1024 * 1024;
+constexpr size_t kMaxApiDeclarations = 1000;
+
 std::optional<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::stringstream text;
   text << in.rdbuf();
+  if (in.bad()) return std::nullopt;
   return text.str();
 }
 
@@ -39,128 +51,246 @@ bool IsDropInName(const std::string& name) {
   return name.front() != '.' && (ends(".yml") || ends(".yaml"));
 }
 
+// The file name is the declaration's id: in URLs, logs and JSON, so plain characters only.
+bool IsPlainFileName(const std::string& name) {
+  return name.size() <= 200 && std::all_of(name.begin(), name.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+         });
+}
+
+WallTime ToWallTime(const struct timespec& t) {
+  return std::chrono::system_clock::from_time_t(t.tv_sec) +
+         std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(t.tv_nsec));
+}
+
+// Writes `text` to a new file beside `path` (mode 0600), syncs it, renames it over `path` and
+// syncs the directory: a crash or a concurrent writer leaves the old file or a whole new one.
+bool WriteAtomically(const std::string& path, const std::string& text, std::string* error) {
+  const std::filesystem::path target(path);
+  const std::filesystem::path dir =
+      target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
+  std::string name = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+  const int fd = mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0) {
+    *error = "cannot create a temporary file beside " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  auto fail = [&](const std::string& what, bool close_fd) {
+    const int saved = errno;
+    if (close_fd) close(fd);
+    unlink(name.c_str());
+    *error = what + " " + name + ": " + std::strerror(saved);
+    return false;
+  };
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail("cannot write", true);
+    done += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0) return fail("cannot sync", true);
+  if (close(fd) != 0) return fail("cannot close", false);
+  if (std::rename(name.c_str(), path.c_str()) != 0) return fail("cannot rename", false);
+  // The new content is in place and is what memory will hold: a failed directory sync only
+  // weakens durability, so it is logged rather than reported as a failed write.
+  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0 || fsync(dir_fd) != 0) {
+    spdlog::warn("msg=\"cannot sync the state file's directory\" dir=\"{}\" error=\"{}\"",
+                 LogfmtEscape(dir.string()), std::strerror(errno));
+  }
+  if (dir_fd >= 0) close(dir_fd);
+  return true;
+}
+
 }  // namespace
 
 DeclarationStore::DeclarationStore(const SuppressionsSpec& spec) : spec_(spec) {
-  LoadState();
+  StateFile state = LoadState(spec_);
+  api_ = std::move(state.declarations);
+  state_errors_ = std::move(state.errors);
   Refresh();
 }
 
-void DeclarationStore::LoadState() {
-  if (spec_.state_file.empty()) return;
-  const auto text = ReadWhole(spec_.state_file);
-  if (!text) {
-    if (access(spec_.state_file.c_str(), F_OK) == 0) {
-      state_errors_.push_back({spec_.state_file, 0, 0, "", "cannot read the state file"});
+void DeclarationStore::Reload(const SuppressionsSpec& spec) {
+  std::lock_guard<std::mutex> refreshing(refresh_mu_);
+  {
+    // Under the lock throughout: a write sees the old spec and state or the new ones.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (spec.state_file != spec_.state_file || !state_errors_.empty()) {
+      StateFile state = LoadState(spec);
+      if (!api_.empty() && spec.state_file != spec_.state_file) {
+        spdlog::warn(
+            "msg=\"state file changed; the API declarations now come from the new one\" "
+            "old=\"{}\" new=\"{}\" dropped={} loaded={}",
+            LogfmtEscape(spec_.state_file), LogfmtEscape(spec.state_file), api_.size(),
+            state.declarations.size());
+      }
+      api_ = std::move(state.declarations);
+      state_errors_ = std::move(state.errors);
     }
-    return;
+    spec_ = spec;
   }
-  YAML::Node root;
-  try {
-    root = YAML::Load(*text);
-  } catch (const YAML::Exception& e) {
-    state_errors_.push_back({spec_.state_file, e.mark.line + 1, e.mark.column + 1, "", e.msg});
-    return;
-  }
-  if (root.IsNull()) return;
-  if (!root.IsSequence()) {
-    state_errors_.push_back({spec_.state_file, 1, 1, "", "expected a list of declarations"});
-    return;
-  }
-  DeclarationRules rules;
-  rules.max_duration = spec_.max_duration;
-  rules.now = std::chrono::system_clock::now();
-  rules.allow_identity = true;
-  rules.allow_expired = true;
-  for (size_t i = 0; i < root.size(); ++i) {
-    auto parsed = ParseDeclaration(root[i], spec_.state_file, "[" + std::to_string(i) + "]", rules);
-    if (auto* errors = std::get_if<std::vector<ConfigError>>(&parsed)) {
-      for (auto& e : *errors) state_errors_.push_back(std::move(e));
-      continue;
+  RefreshLocked(true);
+}
+
+DeclarationStore::StateFile DeclarationStore::LoadState(const SuppressionsSpec& spec) {
+  StateFile state;
+  if (spec.state_file.empty()) return state;
+  auto reject = [&](int line, int column, const std::string& message) {
+    state.errors.push_back({spec.state_file, line, column, "", message});
+  };
+  struct stat st {};
+  if (stat(spec.state_file.c_str(), &st) != 0) {
+    if (errno != ENOENT) reject(0, 0, std::string("cannot stat: ") + std::strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    reject(0, 0, "not a regular file");
+  } else if (st.st_size > kMaxStateFileBytes) {
+    reject(0, 0, "larger than " + std::to_string(kMaxStateFileBytes) + " bytes");
+  } else if (const auto text = ReadWhole(spec.state_file); !text) {
+    reject(0, 0, "cannot read the state file");
+  } else {
+    YAML::Node root;
+    try {
+      root = YAML::Load(*text);
+    } catch (const YAML::Exception& e) {
+      reject(std::max(e.mark.line, 0) + 1, std::max(e.mark.column, 0) + 1, e.msg);
     }
-    Declaration d = std::get<Declaration>(std::move(parsed));
-    // Expired ones are dropped at the next write; until then they are shown as expired.
-    api_.push_back(std::move(d));
+    if (state.errors.empty() && !root.IsNull() && !root.IsSequence()) {
+      reject(1, 1, "expected a list of declarations");
+    } else if (state.errors.empty() && root.IsSequence()) {
+      DeclarationRules rules;
+      rules.max_duration = spec.max_duration;
+      rules.now = std::chrono::system_clock::now();
+      rules.allow_identity = true;
+      rules.allow_expired = true;
+      for (size_t i = 0; i < root.size(); ++i) {
+        auto parsed =
+            ParseDeclaration(root[i], spec.state_file, "[" + std::to_string(i) + "]", rules);
+        if (auto* errors = std::get_if<std::vector<ConfigError>>(&parsed)) {
+          for (auto& e : *errors) state.errors.push_back(std::move(e));
+          continue;
+        }
+        // Expired ones are dropped at the next write; until then they are shown as expired.
+        state.declarations.push_back(std::get<Declaration>(std::move(parsed)));
+      }
+    }
   }
-  for (const auto& e : state_errors_) {
-    spdlog::error("msg=\"declaration state file rejected\" error=\"{}\"", e.ToString());
+  for (const auto& e : state.errors) {
+    spdlog::error(
+        "msg=\"declaration state file rejected; the API refuses writes until it is fixed\" "
+        "error=\"{}\"",
+        LogfmtEscape(e.ToString()));
   }
+  return state;
 }
 
 void DeclarationStore::Refresh() {
-  if (spec_.dropin_dir.empty()) return;
-  struct Seen {
-    std::string fingerprint;  // mtime and size
-    time_t written;           // mtime, seconds
-  };
-  std::map<std::string, Seen> seen;  // by path
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(spec_.dropin_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!IsDropInName(name)) continue;
-    struct stat st {};
-    if (stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    seen[entry.path().string()] = {std::to_string(st.st_mtim.tv_sec) + "." +
-                                       std::to_string(st.st_mtim.tv_nsec) + "/" +
-                                       std::to_string(st.st_size),
-                                   st.st_mtim.tv_sec};
-  }
-  std::map<std::string, DropIn> next;
+  std::lock_guard<std::mutex> refreshing(refresh_mu_);
+  RefreshLocked(false);
+}
+
+// refresh_mu_ is held: dropins_ changes only here, so it can be read, then replaced.
+void DeclarationStore::RefreshLocked(bool reparse) {
+  std::string dir;
+  Millis max_duration;
+  std::map<std::string, DropIn> previous;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [path, file] : seen) {
-      auto it = dropins_.find(path);
-      if (it != dropins_.end() && it->second.fingerprint == file.fingerprint) {
-        next[path] = it->second;
+    dir = spec_.dropin_dir;
+    max_duration = spec_.max_duration;
+    previous = dropins_;
+  }
+  const WallTime now = std::chrono::system_clock::now();
+  std::map<std::string, DropIn> next;
+  std::error_code ec;
+  if (!dir.empty()) {
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      const std::string path = entry.path().string();
+      if (!IsDropInName(name)) continue;
+      struct stat st {};
+      if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      const std::string fingerprint = std::to_string(st.st_mtim.tv_sec) + "." +
+                                      std::to_string(st.st_mtim.tv_nsec) + "/" +
+                                      std::to_string(st.st_size);
+      auto old = previous.find(path);
+      const bool same = old != previous.end() && old->second.fingerprint == fingerprint;
+      if (same && !reparse) {
+        next[path] = old->second;
+        continue;
       }
+      const WallTime first_seen = same ? old->second.first_seen : now;
+      DropIn parsed{fingerprint, first_seen, std::nullopt, {}};
+      if (!IsPlainFileName(name)) {
+        parsed.errors.push_back({dir + "/" + LogfmtEscape(name), 0, 0, "",
+                                 "file name: expected letters, digits, '_', '.' and '-'"});
+      } else if (st.st_size > kMaxDropInBytes) {
+        parsed.errors.push_back(
+            {path, 0, 0, "", "larger than " + std::to_string(kMaxDropInBytes) + " bytes"});
+      } else {
+        parsed = ParseDropIn(path, fingerprint, ToWallTime(st.st_mtim), first_seen, max_duration);
+      }
+      for (const auto& e : parsed.errors) {
+        spdlog::error("msg=\"declaration file rejected; the others keep working\" error=\"{}\"",
+                      LogfmtEscape(e.ToString()));
+      }
+      if (parsed.declaration) {
+        spdlog::info("msg=\"declaration loaded\" declaration=\"{}\"",
+                     LogfmtEscape(parsed.declaration->Describe()));
+      }
+      next[path] = std::move(parsed);
     }
   }
-  for (const auto& [path, file] : seen) {
-    if (next.count(path)) continue;
-    DropIn parsed;
-    parsed.fingerprint = file.fingerprint;
-    const auto text = ReadWhole(path);
-    if (!text) {
-      parsed.errors.push_back({path, 0, 0, "", "cannot read file"});
-    } else {
-      DeclarationRules rules;
-      rules.max_duration = spec_.max_duration;
-      // Measured from when the file was written, so that touching it cannot extend it.
-      rules.now = std::chrono::system_clock::from_time_t(file.written);
-      rules.allow_expired = true;
-      auto result = ParseDeclarationText(*text, path, rules);
-      if (auto* errors = std::get_if<std::vector<ConfigError>>(&result)) {
-        parsed.errors = std::move(*errors);
-      } else {
-        Declaration d = std::get<Declaration>(std::move(result));
-        d.id = std::filesystem::path(path).filename().string();
-        d.source = "file";
-        d.origin = path;
-        if (d.author.empty()) d.author = "file " + d.id;
-        parsed.declaration = std::move(d);
-      }
+  for (const auto& [path, old] : previous) {
+    if (!next.count(path) && old.declaration) {
+      spdlog::info("msg=\"declaration file removed\" file=\"{}\"", LogfmtEscape(path));
     }
-    for (const auto& e : parsed.errors) {
-      spdlog::error("msg=\"declaration file rejected; the others keep working\" error=\"{}\"",
-                    e.ToString());
-    }
-    if (parsed.declaration) {
-      spdlog::info("msg=\"declaration loaded\" declaration=\"{}\"", parsed.declaration->Describe());
-    }
-    next[path] = std::move(parsed);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [path, old] : dropins_) {
-    if (!next.count(path) && old.declaration) {
-      spdlog::info("msg=\"declaration file removed\" file={}", path);
-    }
-  }
   dropins_ = std::move(next);
 }
 
+DeclarationStore::DropIn DeclarationStore::ParseDropIn(const std::string& path,
+                                                       const std::string& fingerprint,
+                                                       WallTime written, WallTime first_seen,
+                                                       Millis max_duration) {
+  DropIn parsed;
+  parsed.fingerprint = fingerprint;
+  parsed.first_seen = first_seen;
+  const auto text = ReadWhole(path);
+  if (!text) {
+    parsed.errors.push_back({path, 0, 0, "", "cannot read file"});
+    return parsed;
+  }
+  if (written > first_seen) {
+    spdlog::warn(
+        "msg=\"declaration file written in the future; its maximum runs from now\" "
+        "file=\"{}\" mtime={}",
+        LogfmtEscape(path), FormatRfc3339(written));
+  }
+  DeclarationRules rules;
+  rules.max_duration = max_duration;
+  // From when the file was written (touching it cannot extend it), but never later than when
+  // this process first saw it: a future mtime would stretch the maximum.
+  rules.now = std::min(written, first_seen);
+  rules.allow_expired = true;
+  auto result = ParseDeclarationText(*text, path, rules);
+  if (auto* errors = std::get_if<std::vector<ConfigError>>(&result)) {
+    parsed.errors = std::move(*errors);
+    return parsed;
+  }
+  Declaration d = std::get<Declaration>(std::move(result));
+  d.id = std::filesystem::path(path).filename().string();
+  d.source = "file";
+  d.origin = path;
+  if (d.author.empty()) d.author = "file " + d.id;
+  parsed.declaration = std::move(d);
+  return parsed;
+}
+
 std::vector<Declaration> DeclarationStore::All() const {
-  std::vector<Declaration> out = spec_.declarations;
   std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Declaration> out = spec_.declarations;
   for (const auto& [path, dropin] : dropins_) {
     if (dropin.declaration) out.push_back(*dropin.declaration);
   }
@@ -185,13 +315,26 @@ std::vector<ConfigError> DeclarationStore::FileErrors() const {
   return out;
 }
 
-bool DeclarationStore::Persist(const std::vector<Declaration>& api, std::string* error) const {
-  if (spec_.state_file.empty()) {
-    *error =
-        "no suppressions.state_file is configured: API declarations would not survive a "
-        "restart";
-    return false;
+DeclarationsView DeclarationStore::View() const { return {All(), FileErrors()}; }
+
+// mu_ is held.
+std::optional<std::string> DeclarationStore::WritesRefused(StoreRefusal* refusal) const {
+  if (!state_errors_.empty()) {
+    *refusal = StoreRefusal::kStateFileRejected;
+    return "the state file " + spec_.state_file + " was rejected (" +
+           state_errors_.front().ToString() +
+           "); fix or remove it and reload: nothing is written to it until then";
   }
+  if (spec_.state_file.empty()) {
+    *refusal = StoreRefusal::kNotPersisted;
+    return std::string(
+        "no suppressions.state_file is configured: API declarations would not survive a "
+        "restart");
+  }
+  return std::nullopt;
+}
+
+bool DeclarationStore::Persist(const std::vector<Declaration>& api, std::string* error) const {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& d : api) {
     nlohmann::json item = {{"id", d.id},
@@ -205,67 +348,85 @@ bool DeclarationStore::Persist(const std::vector<Declaration>& api, std::string*
     if (!d.member.empty()) item["member"] = d.member;
     list.push_back(std::move(item));
   }
-  // Write, flush, rename: a crash leaves the old file or the new one, never half of one.
-  const std::string tmp = spec_.state_file + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << list.dump(2) << "\n";
-    out.flush();
-    if (!out) {
-      *error = "cannot write " + tmp;
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), spec_.state_file.c_str()) != 0) {
-    *error = "cannot replace " + spec_.state_file + ": " + std::strerror(errno);
-    return false;
-  }
-  return true;
+  // Every text was checked to be UTF-8 when parsed; `replace` keeps dump() from ever throwing.
+  const std::string text =
+      list.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return WriteAtomically(spec_.state_file, text, error);
 }
 
-std::variant<Declaration, std::vector<ConfigError>> DeclarationStore::Add(const std::string& body,
-                                                                          WallTime now) {
+std::variant<Declaration, std::vector<ConfigError>> DeclarationStore::Add(
+    const std::string& body, WallTime now, const std::optional<std::string>& author,
+    StoreRefusal* refusal) {
+  StoreRefusal ignored;
+  if (!refusal) refusal = &ignored;
+  *refusal = StoreRefusal::kNone;
   DeclarationRules rules;
-  rules.max_duration = spec_.max_duration;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rules.max_duration = spec_.max_duration;
+  }
   rules.now = now;
   rules.allow_duration = true;
+  rules.author = author;
   auto parsed = ParseDeclarationText(body, "request body", rules);
-  if (std::holds_alternative<std::vector<ConfigError>>(parsed)) return parsed;
+  if (std::holds_alternative<std::vector<ConfigError>>(parsed)) {
+    *refusal = StoreRefusal::kInvalid;
+    return parsed;
+  }
   Declaration d = std::get<Declaration>(std::move(parsed));
   d.id = RandomId();
   d.source = "api";
   d.origin = "api";
   std::lock_guard<std::mutex> lock(mu_);
-  if (!state_errors_.empty()) {
-    return std::vector<ConfigError>{
-        {spec_.state_file, 0, 0, "", "the state file was rejected at start; fix it first"}};
+  if (auto why = WritesRefused(refusal)) {
+    return std::vector<ConfigError>{{spec_.state_file, 0, 0, "suppressions.state_file", *why}};
   }
   std::vector<Declaration> next;
   for (const auto& old : api_) {
     if (old.ActiveAt(now)) next.push_back(old);
   }
+  if (next.size() >= kMaxApiDeclarations) {
+    *refusal = StoreRefusal::kTooMany;
+    return std::vector<ConfigError>{
+        {"", 0, 0, "",
+         "already " + std::to_string(next.size()) + " API declarations in force; remove some"}};
+  }
   next.push_back(d);
   std::string error;
-  if (!Persist(next, &error)) return std::vector<ConfigError>{{"", 0, 0, "", error}};
+  if (!Persist(next, &error)) {
+    *refusal = StoreRefusal::kNotPersisted;
+    return std::vector<ConfigError>{{"", 0, 0, "", error}};
+  }
   api_ = std::move(next);
-  spdlog::info("msg=\"declaration added\" declaration=\"{}\"", d.Describe());
+  spdlog::info("msg=\"declaration added\" declaration=\"{}\"", LogfmtEscape(d.Describe()));
   return d;
 }
 
-std::string DeclarationStore::Remove(const std::string& id, bool* not_found) {
+std::string DeclarationStore::Remove(const std::string& id, bool* not_found,
+                                     StoreRefusal* refusal) {
+  StoreRefusal ignored;
+  if (!refusal) refusal = &ignored;
+  *refusal = StoreRefusal::kNone;
   *not_found = false;
   std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& d : spec_.declarations) {
+    if (d.id == id) {
+      *refusal = StoreRefusal::kNotRemovable;
+      return "declared in the config file " + d.origin + "; remove it there";
+    }
+  }
+  for (const auto& [path, dropin] : dropins_) {
+    if (dropin.declaration && dropin.declaration->id == id) {
+      *refusal = StoreRefusal::kNotRemovable;
+      return "declared in the drop-in file " + path + "; delete that file";
+    }
+  }
+  // Before "not found": a rejected state file may hold it.
+  if (auto why = WritesRefused(refusal)) return *why;
   auto it = std::find_if(api_.begin(), api_.end(), [&](const auto& d) { return d.id == id; });
   if (it == api_.end()) {
-    for (const auto& d : spec_.declarations) {
-      if (d.id == id) return "declared in the config file " + d.origin + "; remove it there";
-    }
-    for (const auto& [path, dropin] : dropins_) {
-      if (dropin.declaration && dropin.declaration->id == id) {
-        return "declared in the drop-in file " + path + "; delete that file";
-      }
-    }
     *not_found = true;
+    *refusal = StoreRefusal::kNotFound;
     return "no declaration " + id;
   }
   std::vector<Declaration> next;
@@ -274,8 +435,11 @@ std::string DeclarationStore::Remove(const std::string& id, bool* not_found) {
     if (d.id != id && d.ActiveAt(now)) next.push_back(d);
   }
   std::string error;
-  if (!Persist(next, &error)) return error;
-  spdlog::info("msg=\"declaration removed\" declaration=\"{}\"", it->Describe());
+  if (!Persist(next, &error)) {
+    *refusal = StoreRefusal::kNotPersisted;
+    return error;
+  }
+  spdlog::info("msg=\"declaration removed\" declaration=\"{}\"", LogfmtEscape(it->Describe()));
   api_ = std::move(next);
   return "";
 }

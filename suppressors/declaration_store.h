@@ -21,15 +21,43 @@ struct DeclarationsView {
   std::vector<ConfigError> errors;
 };
 
+/// Why the store refused a write through the API, so that the HTTP layer can answer with the
+/// right status.
+enum class StoreRefusal {
+  kNone,               ///< not refused
+  kInvalid,            ///< the body is not a valid declaration (the caller's fault: 400)
+  kNotFound,           ///< no declaration with that id (404)
+  kNotRemovable,       ///< declared in the config or a drop-in file; remove it there (409)
+  kStateFileRejected,  ///< the state file was rejected when read: nothing is written until it
+                       ///< is fixed (and the store reloaded), so that it is not destroyed (409)
+  kNotPersisted,       ///< no state file configured, or writing it failed (500)
+  kTooMany,            ///< the most API declarations in force at once already are (409)
+};
+
 class DeclarationStore {
  public:
   /// Loads the state file (a missing one is empty; an unreadable or malformed one is an
   /// error kept in FileErrors(), and the API then refuses writes rather than lose it).
   explicit DeclarationStore(const SuppressionsSpec& spec);
 
+  /// Takes a reloaded config's suppressions in place, so that one store (and its mutex) serves
+  /// the whole process life and no API write is lost between two stores:
+  /// - the config's declarations are replaced;
+  /// - the drop-in directory is re-read (every file re-parsed, as max_duration may have
+  ///   changed); a file keeps the time it was first seen while its content is unchanged;
+  /// - the same state file: the API declarations in memory are kept (the file holds the same
+  ///   ones, and nothing re-reads it), unless it was rejected before: then it is read again, so
+  ///   that fixing it and reloading re-enables the API;
+  /// - another state file (or none): it is read as at start and its declarations replace the
+  ///   API ones in memory; those of the old file stop counting (the safe direction: a page is
+  ///   never hidden by a declaration no file holds).
+  /// Thread-safe: Add, Remove, Refresh and the readers see the old spec or the new one.
+  void Reload(const SuppressionsSpec& spec);
+
   /// Re-reads the drop-in directory: new, changed and removed files. Cheap when nothing
   /// changed (one stat per file). A malformed file is an error with file, line and column;
-  /// the other files keep working.
+  /// the other files keep working. A file's max_duration runs from when it was written or
+  /// first seen by this process, whichever is earlier (a future mtime counts as now, logged).
   void Refresh();
 
   /// Every declaration (config, files, API), expired ones included, in that order.
@@ -38,26 +66,41 @@ class DeclarationStore {
   std::vector<Declaration> Active(WallTime now) const;
   /// Drop-in files (and the state file) currently rejected, with where and why.
   std::vector<ConfigError> FileErrors() const;
-  DeclarationsView View() const { return {All(), FileErrors()}; }
+  DeclarationsView View() const;
 
   /// POST: a JSON (or YAML) body with kind, cluster, [scope], [member], reason, author and
-  /// expires or duration. Persists before it answers; returns the declaration or the errors.
-  std::variant<Declaration, std::vector<ConfigError>> Add(const std::string& body, WallTime now);
+  /// expires or duration. `author`, when given (the authenticated user), replaces the body's.
+  /// Persists before it answers; returns the declaration or the errors, and why in `*refusal`
+  /// when not null.
+  std::variant<Declaration, std::vector<ConfigError>> Add(
+      const std::string& body, WallTime now,
+      const std::optional<std::string>& author = std::nullopt, StoreRefusal* refusal = nullptr);
   /// DELETE: only API declarations can be removed this way. Returns "" on success, else why
-  /// (and whether it was not found: `*not_found`).
-  std::string Remove(const std::string& id, bool* not_found);
+  /// (and whether it was not found: `*not_found`; the exact reason in `*refusal` when not
+  /// null).
+  std::string Remove(const std::string& id, bool* not_found, StoreRefusal* refusal = nullptr);
 
  private:
   struct DropIn {
     std::string fingerprint;  ///< mtime and size when parsed
+    WallTime first_seen{};    ///< when this process first saw this fingerprint
     std::optional<Declaration> declaration;
     std::vector<ConfigError> errors;
   };
+  struct StateFile {
+    std::vector<Declaration> declarations;
+    std::vector<ConfigError> errors;
+  };
+  static StateFile LoadState(const SuppressionsSpec& spec);
+  static DropIn ParseDropIn(const std::string& path, const std::string& fingerprint,
+                            WallTime written, WallTime first_seen, Millis max_duration);
+  std::optional<std::string> WritesRefused(StoreRefusal* refusal) const;
   bool Persist(const std::vector<Declaration>& api, std::string* error) const;
-  void LoadState();
+  void RefreshLocked(bool reparse);
 
+  std::mutex refresh_mu_;  ///< one Refresh or Reload at a time; taken before mu_
+  mutable std::mutex mu_;  ///< everything below
   SuppressionsSpec spec_;
-  mutable std::mutex mu_;
   std::map<std::string, DropIn> dropins_;  ///< by path
   std::vector<Declaration> api_;
   std::vector<ConfigError> state_errors_;
