@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include "detector/logfmt.h"
+
 namespace sbd {
 namespace {
 
@@ -13,19 +15,9 @@ std::atomic<std::uint64_t> internal_errors{0};
 
 void CountInternalError(const char* where, const std::string& what) {
   internal_errors.fetch_add(1, std::memory_order_relaxed);
-  // The message comes from an exception that may quote untrusted input: JSON-escape it.
-  std::string quoted;
-  for (const char c : what.substr(0, 512)) {
-    if (c == '"' || c == '\\') {
-      quoted += '\\';
-      quoted += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      quoted += ' ';
-    } else {
-      quoted += c;
-    }
-  }
-  spdlog::error("msg=\"internal error; carrying on\" where={} error=\"{}\"", where, quoted);
+  // The message comes from an exception that may quote untrusted input.
+  spdlog::error("msg=\"internal error; carrying on\" where={} error=\"{}\"", where,
+                LogfmtEscape(what.substr(0, 512)));
 }
 
 std::uint64_t InternalErrors() { return internal_errors.load(std::memory_order_relaxed); }

@@ -366,7 +366,6 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
       continue;
     }
     auto next = std::make_shared<sbd::Scheduler>(*reloaded);
-    auto next_store = std::make_shared<sbd::DeclarationStore>(reloaded->suppressions());
     {
       std::lock_guard<std::mutex> lock(watch_mu);
       watched = reloaded->watched_globs();
@@ -398,7 +397,9 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
     {
       std::lock_guard<std::mutex> lock(scheduler_mu);
       scheduler = next;
-      store = next_store;
+      // One store for the life of the process, reloaded in place: a DELETE or POST answered
+      // during the reload is never undone by a store built from the files before it.
+      store->Reload(reloaded->suppressions());
     }
     next->Start();
     reload_status.last_successful = true;

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "detector/internal_errors.h"
+#include "detector/logfmt.h"
 #include "probes/etcd.h"
 #include "probes/http_json.h"
 #include "probes/patroni.h"
@@ -508,7 +509,7 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
         spdlog::warn(
             "cluster={} msg=\"finding suppressed\" hidden={} suppressor={} kind={} "
             "declaration={} reason=\"{}\" expires={}",
-            spec.name, s.hidden, s.suppressor, s.kind, s.declaration_id, s.reason,
+            spec.name, s.hidden, s.suppressor, s.kind, s.declaration_id, LogfmtEscape(s.reason),
             FormatRfc3339(s.expires));
       }
     }
