@@ -154,7 +154,6 @@ bool Exporter::ReloadWebConfig(const std::string& path) {
 // checks first, and authenticates.
 bool Exporter::Screen(const httplib::Request& req, httplib::Response& res) {
   t_request_user.reset();
-  res.set_header("Connection", "close");
   if (req.has_header("Transfer-Encoding")) {
     Refuse(res, 411, "send a body with Content-Length, not Transfer-Encoding");
     return false;

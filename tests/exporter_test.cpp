@@ -2,8 +2,13 @@
 // strict parsing of that file.
 #include "detector/exporter.h"
 
+#include <arpa/inet.h>
 #include <crypt.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -112,6 +117,52 @@ TEST_CASE("exporter: TLS with basic auth refuses strangers and serves the right 
   plain.set_read_timeout(2);
   auto cleartext = plain.Get("/metrics");
   CHECK((!cleartext || cleartext->status != 200));
+  exporter.Stop();
+}
+
+TEST_CASE("exporter: clients that never finish a TLS handshake do not hold up others",
+          "[exporter][limits]") {
+  testing::TempDir dir("sbd-exporter");
+  const auto [cert, key] = testing::MakeLoopbackCertificate(dir.path());
+  WebConfig web;
+  web.cert_file = cert;
+  web.key_file = key;
+  ExporterOptions options;
+  options.limits.head_deadline = std::chrono::milliseconds(1500);
+  Exporter exporter(Sources(), web, options);
+  std::string error;
+  REQUIRE(exporter.Bind("127.0.0.1:0", &error));
+  exporter.Start();
+  // Ten connections that send half a ClientHello and then nothing.
+  std::vector<int> sockets;
+  for (int i = 0; i < 10; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(exporter.port()));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+    REQUIRE(send(fd, "\x16\x03\x01\x02\x00\x01", 6, MSG_NOSIGNAL) == 6);
+    sockets.push_back(fd);
+  }
+  httplib::SSLClient client("127.0.0.1", exporter.port());
+  client.set_ca_cert_path(cert.c_str());
+  client.enable_server_certificate_verification(true);
+  client.set_connection_timeout(2);
+  client.set_read_timeout(2);
+  const auto start = std::chrono::steady_clock::now();
+  auto healthy = client.Get("/-/healthy");
+  REQUIRE(healthy);
+  CHECK(healthy->status == 200);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+  // Past the head deadline the server has dropped them.
+  for (const int fd : sockets) {
+    pollfd p{fd, POLLIN, 0};
+    char byte;
+    CHECK(poll(&p, 1, 5000) == 1);
+    CHECK(recv(fd, &byte, 1, 0) <= 0);
+    close(fd);
+  }
   exporter.Stop();
 }
 
