@@ -104,15 +104,14 @@ Step Advance(BoundedServer::Connection& c, size_t max_head_bytes) {
 }
 
 // Best effort: the client may still be sending, and will then see a reset instead.
-void RefuseHead(BoundedServer::Connection& c) {
-  static const char kAnswer[] =
-      "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
-      "Connection: close\r\n\r\n";
+void Refuse(BoundedServer::Connection& c, const std::string& status) {
+  const std::string answer =
+      "HTTP/1.1 " + status + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
   if (c.ssl != nullptr) {
-    SSL_write(c.ssl, kAnswer, sizeof(kAnswer) - 1);
+    SSL_write(c.ssl, answer.data(), static_cast<int>(answer.size()));
   } else {
     [[maybe_unused]] auto sent =
-        send(c.fd, kAnswer, sizeof(kAnswer) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        send(c.fd, answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   }
 }
 
@@ -288,12 +287,10 @@ void BoundedServer::Shutdown() {
   }
 }
 
-bool BoundedServer::Enqueue(std::unique_ptr<Connection> connection) {
+bool BoundedServer::Enqueue(std::unique_ptr<Connection>& connection) {
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     if (stopping_ || queue_.size() >= limits_.max_queued) return false;
-    connection->hard_deadline =
-        std::min(connection->hard_deadline, Clock::now() + limits_.connection_deadline);
     queue_.push_back(std::move(connection));
   }
   queue_cv_.notify_one();
@@ -323,9 +320,9 @@ void BoundedServer::Gather() {
       if (fds[i + 2].revents == 0) continue;
       const Step step = Advance(*pending[i], limits_.max_head_bytes);
       if (step == Step::kWaiting) continue;
-      if (step == Step::kTooLarge) RefuseHead(*pending[i]);
-      if (step == Step::kComplete) {
-        Enqueue(std::move(pending[i]));  // a full queue drops it
+      if (step == Step::kTooLarge) Refuse(*pending[i], "431 Request Header Fields Too Large");
+      if (step == Step::kComplete && !Enqueue(pending[i])) {
+        Refuse(*pending[i], "503 Service Unavailable");
       }
       pending[i].reset();
     }

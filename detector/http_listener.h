@@ -29,7 +29,7 @@ struct ListenerLimits {
   std::chrono::milliseconds connection_deadline{30000};
   /// Connections still sending their head; a new one beyond this drops the oldest.
   size_t max_pending = 256;
-  /// Threads that run handlers, and complete requests waiting for one (more are dropped).
+  /// Threads that run handlers, and complete requests waiting for one (more get 503).
   size_t workers = 4;
   size_t max_queued = 64;
 };
@@ -60,7 +60,8 @@ class BoundedServer : public httplib::Server {
   void Gather();
   void Work();
   void Handle(Connection& connection);
-  bool Enqueue(std::unique_ptr<Connection> connection);
+  /// Moves `connection` to the queue; false (and `connection` left alone) when it is full.
+  bool Enqueue(std::unique_ptr<Connection>& connection);
 
   const ListenerLimits limits_;
   std::mutex tls_mu_;

@@ -11,7 +11,9 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -239,6 +241,51 @@ TEST_CASE("http limits: a full pending table drops the oldest connection, not th
   CHECK(HealthyLatency(server.exporter.port()) < std::chrono::seconds(1));
   idle.front()->ReadAll(std::chrono::seconds(2));
   CHECK(idle.front()->closed());
+}
+
+TEST_CASE("http limits: requests beyond the queue get 503 while the threads are busy",
+          "[exporter][limits]") {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  int blocked = 0;
+  Exporter::Sources sources = Sources();
+  sources.status = [&](bool) {
+    std::unique_lock<std::mutex> lock(mu);
+    ++blocked;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    return std::string("{}");
+  };
+  ExporterOptions options;
+  options.limits.workers = 1;
+  options.limits.max_queued = 1;
+  Running server(std::move(sources), {}, options);
+  const std::string get_status = "GET /status HTTP/1.1\r\nHost: x\r\n\r\n";
+  RawClient running(server.exporter.port());
+  REQUIRE(running.Send(get_status));
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return blocked == 1; }));
+  }
+  RawClient queued(server.exporter.port());
+  REQUIRE(queued.Send(get_status));
+  // The queue's one place is taken once the third request is refused; retry until then.
+  std::string refused;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (refused.empty() && Clock::now() < deadline) {
+    RawClient extra(server.exporter.port());
+    REQUIRE(extra.Send(get_status));
+    refused = extra.ReadAll(std::chrono::milliseconds(500));
+  }
+  CHECK(refused.rfind("HTTP/1.1 503", 0) == 0);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  CHECK(running.ReadAll(std::chrono::seconds(5)).rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(queued.ReadAll(std::chrono::seconds(5)).rfind("HTTP/1.1 200", 0) == 0);
 }
 
 TEST_CASE("http limits: without basic auth, changes are refused with 403 saying how to allow",
