@@ -319,6 +319,10 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
     spdlog::warn(
         "msg=\"--web.allow-unauthenticated-changes: anyone who reaches the port can add and "
         "remove declarations, and so turn a split-brain page into a warning\"");
+  } else if (web.basic_auth_users.empty()) {
+    spdlog::info(
+        "msg=\"the declarations API refuses POST and DELETE: no basic_auth_users in "
+        "--web.config.file\"");
   }
   sbd::Exporter exporter(std::move(sources), web, exporter_options);
   std::string error;
