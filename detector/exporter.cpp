@@ -1,131 +1,219 @@
 #include "detector/exporter.h"
 
-#include <crypt.h>
-#include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <prometheus/metric_family.h>
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "detector/metrics.h"
-#include "probes/http_json.h"
 
 namespace sbd {
 namespace {
 
-std::string Where(const std::string& path, const YAML::Node& node, const std::string& key) {
-  return path + ":" + std::to_string(node.Mark().line + 1) + ":" +
-         std::to_string(node.Mark().column + 1) + ": " + key;
+// The user a request authenticated as, set by Screen() on the thread that then runs the
+// request's handler (the listener runs each request on one thread from head to answer).
+thread_local std::optional<std::string> t_request_user;
+
+const char* kChangesNeedAuth =
+    "changing declarations needs an authenticated user: set basic_auth_users in "
+    "--web.config.file, or start with --web.allow-unauthenticated-changes on a trusted network";
+
+SSL_CTX* MakeTlsContext(const WebConfig& web, std::string* error) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx != nullptr && SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) == 1 &&
+      SSL_CTX_use_certificate_chain_file(ctx, web.cert_file.c_str()) == 1 &&
+      SSL_CTX_use_PrivateKey_file(ctx, web.key_file.c_str(), SSL_FILETYPE_PEM) == 1 &&
+      SSL_CTX_check_private_key(ctx) == 1) {
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    return ctx;
+  }
+  char reason[256] = "unknown error";
+  if (const unsigned long code = ERR_get_error()) ERR_error_string_n(code, reason, sizeof(reason));
+  ERR_clear_error();
+  *error =
+      "cannot load TLS certificate " + web.cert_file + " or key " + web.key_file + ": " + reason;
+  if (ctx != nullptr) SSL_CTX_free(ctx);
+  return nullptr;
 }
 
-// Constant-time comparison, so a wrong password takes as long as a right one.
-bool SameBytes(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
+void Refuse(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(nlohmann::json{{"error", message}}.dump() + "\n", "application/json");
 }
+
+bool IsChange(const std::string& method) {
+  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
+}
+
+// The detector's metrics and the exporter's own.
+class ExporterMetrics : public prometheus::Collectable {
+ public:
+  ExporterMetrics(std::shared_ptr<prometheus::Collectable> detector,
+                  std::shared_ptr<std::atomic<bool>> web_reload_ok)
+      : detector_(std::move(detector)), web_reload_ok_(std::move(web_reload_ok)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> families = detector_->Collect();
+    prometheus::MetricFamily reload;
+    reload.name = "splitbrain_web_config_last_reload_successful";
+    reload.help = "1 when the last reload of --web.config.file succeeded (or none was needed)";
+    reload.type = prometheus::MetricType::Gauge;
+    prometheus::ClientMetric value;
+    value.gauge.value = web_reload_ok_->load() ? 1 : 0;
+    reload.metric.push_back(value);
+    families.push_back(std::move(reload));
+    return families;
+  }
+
+ private:
+  std::shared_ptr<prometheus::Collectable> detector_;
+  std::shared_ptr<std::atomic<bool>> web_reload_ok_;
+};
 
 }  // namespace
 
-std::variant<WebConfig, std::vector<std::string>> LoadWebConfig(const std::string& path) {
-  std::vector<std::string> errors;
-  YAML::Node root;
+std::string BodyWithAuthor(const std::string& body, const std::optional<std::string>& user) {
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return std::vector<std::string>{path + ":0:0: cannot read file: " + std::strerror(errno)};
-  } catch (const YAML::ParserException& e) {
-    return std::vector<std::string>{path + ":" + std::to_string(e.mark.line + 1) + ":" +
-                                    std::to_string(e.mark.column + 1) + ": " + e.msg};
-  }
-  WebConfig web;
-  if (root.IsNull()) return web;
-  if (!root.IsMap()) return std::vector<std::string>{Where(path, root, "") + "expected a mapping"};
-  for (const auto& entry : root) {
-    const std::string key = entry.first.as<std::string>();
-    const YAML::Node& value = entry.second;
-    if (key == "tls_server_config" && value.IsMap()) {
-      for (const auto& tls : value) {
-        const std::string tls_key = tls.first.as<std::string>();
-        std::string* target = tls_key == "cert_file"  ? &web.cert_file
-                              : tls_key == "key_file" ? &web.key_file
-                                                      : nullptr;
-        if (target == nullptr) {
-          errors.push_back(Where(path, tls.first, "tls_server_config." + tls_key) +
-                           ": unknown key");
-        } else if (!tls.second.IsScalar()) {
-          errors.push_back(Where(path, tls.second, "tls_server_config." + tls_key) +
-                           ": expected a string");
-        } else {
-          *target = tls.second.as<std::string>();
-        }
-      }
-      if (web.cert_file.empty() != web.key_file.empty()) {
-        errors.push_back(Where(path, value, "tls_server_config") +
-                         ": cert_file and key_file go together");
-      }
-    } else if (key == "basic_auth_users" && value.IsMap()) {
-      for (const auto& user : value) {
-        const std::string hash = user.second.IsScalar() ? user.second.as<std::string>() : "";
-        if (hash.rfind("$2", 0) != 0) {
-          errors.push_back(
-              Where(path, user.second, "basic_auth_users." + user.first.as<std::string>()) +
-              ": expected a bcrypt hash");
-          continue;
-        }
-        web.basic_auth_users.emplace_back(user.first.as<std::string>(), hash);
-      }
-    } else if (key == "tls_server_config" || key == "basic_auth_users") {
-      errors.push_back(Where(path, value, key) + ": expected a mapping");
+    YAML::Node node = YAML::Load(body);
+    if (!node.IsMap()) return body;
+    if (user) {
+      node["author"] = *user;
     } else {
-      errors.push_back(Where(path, entry.first, key) + ": unknown key");
+      const YAML::Node given = node["author"];
+      if (!given || !given.IsScalar() || given.Scalar().empty()) return body;
+      node["author"] = "unauthenticated:" + given.Scalar();
     }
+    YAML::Emitter out;
+    out << node;
+    return out.good() ? std::string(out.c_str()) + "\n" : body;
+  } catch (const YAML::Exception&) {
+    return body;
   }
-  if (!errors.empty()) return errors;
-  return web;
 }
 
-Exporter::Exporter(Sources sources, WebConfig web)
-    : sources_(std::move(sources)), web_(std::move(web)) {
-  if (!web_.cert_file.empty()) {
-    server_ = std::make_unique<httplib::SSLServer>(web_.cert_file.c_str(), web_.key_file.c_str());
-  } else {
-    server_ = std::make_unique<httplib::Server>();
+Exporter::Exporter(Sources sources, const WebConfig& web, ExporterOptions options)
+    : sources_(std::move(sources)),
+      options_(std::move(options)),
+      auth_(std::make_shared<const BasicAuth>(web.basic_auth_users)),
+      tls_(!web.cert_file.empty()) {
+  SSL_CTX* tls = tls_ ? MakeTlsContext(web, &tls_error_) : nullptr;
+  server_ = std::make_unique<BoundedServer>(options_.limits, tls);
+  server_->set_payload_max_length(options_.limits.max_body_bytes);
+  if (sources_.metrics) {
+    sources_.metrics = std::make_shared<ExporterMetrics>(sources_.metrics, web_reload_ok_);
   }
   Route();
 }
 
 Exporter::~Exporter() { Stop(); }
 
-bool Exporter::Authorized(const std::string& header) const {
-  if (web_.basic_auth_users.empty()) return true;
-  const std::string prefix = "Basic ";
-  if (header.rfind(prefix, 0) != 0) return false;
-  const std::string decoded = Base64Decode(header.substr(prefix.size())).value_or("");
-  const auto colon = decoded.find(':');
-  if (colon == std::string::npos) return false;
-  const std::string user = decoded.substr(0, colon);
-  const std::string password = decoded.substr(colon + 1);
-  for (const auto& [name, hash] : web_.basic_auth_users) {
-    if (name != user) continue;
-    crypt_data data{};
-    const char* computed = crypt_r(password.c_str(), hash.c_str(), &data);
-    return computed != nullptr && SameBytes(computed, hash);
+std::shared_ptr<const BasicAuth> Exporter::Auth() const { return std::atomic_load(&auth_); }
+
+bool Exporter::SetWebConfig(const WebConfig& web, std::string* error) {
+  std::atomic_store(&auth_, std::make_shared<const BasicAuth>(web.basic_auth_users));
+  if (web.cert_file.empty() != !tls_) {
+    *error = tls_ ? "turning TLS off needs a restart; still serving HTTPS"
+                  : "turning TLS on needs a restart; still serving plain HTTP";
+    return false;
   }
-  return false;
+  if (!tls_) return true;
+  SSL_CTX* tls = MakeTlsContext(web, error);
+  if (tls == nullptr) {
+    *error += "; keeping the certificate loaded before";
+    return false;
+  }
+  server_->SetTls(tls);
+  return true;
+}
+
+bool Exporter::ReloadWebConfig(const std::string& path) {
+  auto loaded = LoadWebConfig(path);
+  if (auto* errors = std::get_if<std::vector<std::string>>(&loaded)) {
+    for (const auto& e : *errors) spdlog::error("msg=\"invalid web config\" error=\"{}\"", e);
+    spdlog::error("msg=\"web config reload failed; keeping the last good one\" file={}", path);
+    web_reload_ok_->store(false);
+    return false;
+  }
+  const WebConfig& web = std::get<WebConfig>(loaded);
+  std::string error;
+  const bool applied = SetWebConfig(web, &error);
+  web_reload_ok_->store(applied);
+  if (!applied) {
+    spdlog::error("msg=\"web config partly applied\" error=\"{}\"", error);
+    return false;
+  }
+  spdlog::info("msg=\"web config reloaded\" users={} tls={}", web.basic_auth_users.size(),
+               tls_ ? "on" : "off");
+  return applied;
+}
+
+// Runs before httplib reads a body: refuses what is not bounded or not allowed, cheapest
+// checks first, and authenticates.
+bool Exporter::Screen(const httplib::Request& req, httplib::Response& res) {
+  t_request_user.reset();
+  if (req.has_header("Transfer-Encoding")) {
+    Refuse(res, 411, "send a body with Content-Length, not Transfer-Encoding");
+    return false;
+  }
+  if (req.has_header("Content-Encoding")) {
+    Refuse(res, 415, "compressed request bodies are not accepted");
+    return false;
+  }
+  const std::string length = req.get_header_value("Content-Length");
+  if (!length.empty()) {
+    const bool digits =
+        length.size() <= 19 && length.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoull(length) > options_.limits.max_body_bytes) {
+      Refuse(
+          res, 413,
+          "a request body is at most " + std::to_string(options_.limits.max_body_bytes) + " bytes");
+      return false;
+    }
+  } else if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") {
+    Refuse(res, 411, "send the body with Content-Length");
+    return false;
+  }
+  const auto auth = Auth();
+  if (auth->enabled()) {
+    t_request_user = auth->Verify(req.get_header_value("Authorization"));
+    if (!t_request_user) {
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Basic realm=\"splitbrain-detector\"");
+      res.set_content("Unauthorized\n", "text/plain");
+      return false;
+    }
+  } else if (IsChange(req.method) && !options_.allow_unauthenticated_changes) {
+    Refuse(res, 403, kChangesNeedAuth);
+    return false;
+  }
+  return true;
 }
 
 void Exporter::Route() {
   server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (Authorized(req.get_header_value("Authorization"))) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    res.status = 401;
-    res.set_header("WWW-Authenticate", "Basic realm=\"splitbrain-detector\"");
-    res.set_content("Unauthorized\n", "text/plain");
-    return httplib::Server::HandlerResponse::Handled;
+    return Screen(req, res) ? httplib::Server::HandlerResponse::Unhandled
+                            : httplib::Server::HandlerResponse::Handled;
   });
+  // A client that waits for "100 Continue" learns a refusal before it sends the body.
+  server_->set_expect_100_continue_handler(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        return Screen(req, res) ? 100 : res.status;
+      });
+  server_->set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr error) {
+        std::string what = "unknown";
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        spdlog::error("msg=\"http handler failed\" path=\"{}\" error=\"{}\"", req.path, what);
+        Refuse(res, 500, "internal error; see the detector's log");
+      });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(RenderMetrics(*sources_.metrics), "text/plain; version=0.0.4; charset=utf-8");
   });
@@ -144,7 +232,7 @@ void Exporter::Route() {
                  });
     server_->Post("/api/v1/declarations",
                   [this, reply](const httplib::Request& req, httplib::Response& res) {
-                    reply(res, sources_.add_declaration(req.body));
+                    reply(res, sources_.add_declaration(BodyWithAuthor(req.body, t_request_user)));
                   });
     server_->Delete(R"(/api/v1/declarations/([A-Za-z0-9_.\-]+))",
                     [this, reply](const httplib::Request& req, httplib::Response& res) {
@@ -194,8 +282,8 @@ bool Exporter::Bind(const std::string& listen_address, std::string* error) {
     *error = "listen address \"" + listen_address + "\" has no numeric port";
     return false;
   }
-  if (!server_->is_valid()) {
-    *error = "cannot load TLS certificate " + web_.cert_file + " or key " + web_.key_file;
+  if (!tls_error_.empty()) {
+    *error = tls_error_;
     return false;
   }
   if (port == 0) {
@@ -211,11 +299,11 @@ bool Exporter::Bind(const std::string& listen_address, std::string* error) {
 }
 
 void Exporter::Start() {
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] { server_->Serve(); });
 }
 
 void Exporter::Stop() {
-  if (server_) server_->stop();
+  if (server_) server_->Shutdown();
   if (thread_.joinable()) thread_.join();
 }
 

@@ -41,7 +41,13 @@ flags:
   --config.file=PATH          YAML config (default splitbrain.yml)
   --web.listen-address=ADDR   where to serve /metrics, /status, /-/healthy, /-/ready
                               (default :10259; port 0 picks a free one)
-  --web.config.file=PATH      TLS and basic auth, in the Prometheus exporter-toolkit format
+  --web.config.file=PATH      TLS and basic auth, in the Prometheus exporter-toolkit format;
+                              re-read on SIGHUP. Without basic_auth_users the declarations
+                              API refuses POST and DELETE (403)
+  --web.allow-unauthenticated-changes
+                              let anyone who reaches the port add and remove declarations
+                              without basic auth (a trusted network only; authors are then
+                              recorded as "unauthenticated:<author>")
   --web.runbooks-dir=DIR      runbooks served under /runbooks/ (default: the installed ones)
   --log.level=LEVEL           debug|info|warn|error (default info)
   --log.format=FORMAT         logfmt|json (default logfmt)
@@ -61,6 +67,7 @@ struct Flags {
   std::string log_level = "info";
   std::string log_format = "logfmt";
   bool check_config = false;
+  bool allow_unauthenticated_changes = false;
   bool log_level_given = false;
 };
 
@@ -95,6 +102,10 @@ bool ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
     }
     if (arg == "--check-config") {
       flags->check_config = true;
+      continue;
+    }
+    if (arg == "--web.allow-unauthenticated-changes") {
+      flags->allow_unauthenticated_changes = true;
       continue;
     }
     if (arg == "--help" || arg == "-h" || arg == "--version") {
@@ -304,7 +315,18 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
   };
   sources.ready = [&] { return current()->AllClustersHaveRun(); };
   sources.runbooks_dir = flags.runbooks_dir.empty() ? DefaultRunbooksDir() : flags.runbooks_dir;
-  sbd::Exporter exporter(std::move(sources), web);
+  sbd::ExporterOptions exporter_options;
+  exporter_options.allow_unauthenticated_changes = flags.allow_unauthenticated_changes;
+  if (flags.allow_unauthenticated_changes) {
+    spdlog::warn(
+        "msg=\"--web.allow-unauthenticated-changes: anyone who reaches the port can add and "
+        "remove declarations, and so turn a split-brain page into a warning\"");
+  } else if (web.basic_auth_users.empty()) {
+    spdlog::info(
+        "msg=\"the declarations API refuses POST and DELETE: no basic_auth_users in "
+        "--web.config.file\"");
+  }
+  sbd::Exporter exporter(std::move(sources), web, exporter_options);
   std::string error;
   if (!exporter.Bind(flags.listen_address, &error)) {
     spdlog::error("msg=\"cannot serve\" error=\"{}\"", error);
@@ -357,6 +379,7 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
     int signal = 0;
     sigwait(&signals, &signal);
     if (signal != SIGHUP) break;
+    if (!flags.web_config_file.empty()) exporter.ReloadWebConfig(flags.web_config_file);
     reload_status.last_attempt_timestamp = Now();
     auto reloaded = Load(flags.config_file);
     if (!reloaded) {
