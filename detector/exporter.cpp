@@ -9,6 +9,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "detector/internal_errors.h"
+#include "detector/logfmt.h"
 #include "detector/metrics.h"
 
 namespace sbd {
@@ -211,7 +213,7 @@ void Exporter::Route() {
           what = e.what();
         } catch (...) {
         }
-        spdlog::error("msg=\"http handler failed\" path=\"{}\" error=\"{}\"", req.path, what);
+        CountInternalError("http handler", req.method + " " + LogfmtEscape(req.path) + ": " + what);
         Refuse(res, 500, "internal error; see the detector's log");
       });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {

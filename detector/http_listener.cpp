@@ -13,6 +13,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "detector/internal_errors.h"
+
 namespace sbd {
 
 using Clock = std::chrono::steady_clock;
@@ -362,13 +364,7 @@ void BoundedServer::Work() {
       connection = std::move(queue_.front());
       queue_.pop_front();
     }
-    try {
-      Handle(*connection);
-    } catch (const std::exception& e) {
-      spdlog::error("msg=\"http request failed\" error=\"{}\"", e.what());
-    } catch (...) {
-      spdlog::error("msg=\"http request failed\"");
-    }
+    Guarded("http request", [&] { Handle(*connection); });
   }
 }
 

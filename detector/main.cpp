@@ -189,7 +189,25 @@ sbd::Exporter::Sources::Answer ErrorAnswer(int status,
                                            const std::vector<sbd::ConfigError>& errors) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& e : errors) list.push_back(e.file.empty() ? e.message : e.ToString());
-  return {status, nlohmann::json{{"errors", list}}.dump(2) + "\n"};
+  // Errors may quote the request: never let invalid UTF-8 make the answer throw.
+  return {status, nlohmann::json{{"errors", list}}.dump(2, ' ', false,
+                                                        nlohmann::json::error_handler_t::replace) +
+                      "\n"};
+}
+
+// The HTTP status of a refused declaration change: the caller's fault, a conflict with what
+// the store holds, or the detector's fault (it could not keep it).
+int RefusalStatus(sbd::StoreRefusal refusal) {
+  switch (refusal) {
+    case sbd::StoreRefusal::kInvalid:
+      return 400;
+    case sbd::StoreRefusal::kNotFound:
+      return 404;
+    case sbd::StoreRefusal::kNotPersisted:
+      return 500;
+    default:
+      return 409;
+  }
 }
 
 // The runbooks shipped with this build: the source tree's, else the installed copy.
@@ -297,11 +315,10 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
     return {200, nlohmann::json{{"declarations", list}}.dump(2) + "\n"};
   };
   sources.add_declaration = [&](const std::string& body) -> sbd::Exporter::Sources::Answer {
-    auto added = current_store()->Add(body, sbd::WallClock::now());
+    sbd::StoreRefusal refusal = sbd::StoreRefusal::kNone;
+    auto added = current_store()->Add(body, sbd::WallClock::now(), std::nullopt, &refusal);
     if (auto* errors = std::get_if<std::vector<sbd::ConfigError>>(&added)) {
-      // A body that parsed but could not be kept is the detector's fault, not the caller's.
-      const bool ours = errors->size() == 1 && errors->front().line == 0;
-      return ErrorAnswer(ours ? 500 : 400, *errors);
+      return ErrorAnswer(RefusalStatus(refusal), *errors);
     }
     return {201,
             sbd::DeclarationJson(std::get<sbd::Declaration>(added), sbd::WallClock::now()).dump(2) +
@@ -309,9 +326,10 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
   };
   sources.remove_declaration = [&](const std::string& id) -> sbd::Exporter::Sources::Answer {
     bool not_found = false;
-    const std::string why = current_store()->Remove(id, &not_found);
+    sbd::StoreRefusal refusal = sbd::StoreRefusal::kNone;
+    const std::string why = current_store()->Remove(id, &not_found, &refusal);
     if (why.empty()) return {200, nlohmann::json{{"removed", id}}.dump() + "\n"};
-    return ErrorAnswer(not_found ? 404 : 409, {{"", 0, 0, "", why}});
+    return ErrorAnswer(RefusalStatus(refusal), {{"", 0, 0, "", why}});
   };
   sources.ready = [&] { return current()->AllClustersHaveRun(); };
   sources.runbooks_dir = flags.runbooks_dir.empty() ? DefaultRunbooksDir() : flags.runbooks_dir;
