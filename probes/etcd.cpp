@@ -16,10 +16,27 @@ std::string RangeEnd(std::string prefix) {
   return prefix;
 }
 
+// A key name as it may appear in a message (and so in a log line): at most 64 bytes, with
+// control and non-ASCII bytes as \xNN, since anyone who can write to the DCS chooses it.
+std::string Printable(const std::string& name) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < name.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+    }
+  }
+  if (name.size() > 64) out += "...";
+  return out;
+}
+
 // A member's registration is written by whoever can write to the DCS: a bad one skips that
 // member, with the reason kept in view->rejected, and never blinds the rest of the view.
 void ReadMember(const std::string& name, const std::string& value, DcsView* view) {
-  const std::string where = "members/" + name;
+  const std::string where = "members/" + Printable(name);
   if (name.empty()) {
     view->rejected.push_back(where + ": no member name");
     return;

@@ -205,6 +205,17 @@ TEST_CASE("etcd parser: a malformed member registration skips that member, with 
                              "config: ttl is not a decimal integer"});
 }
 
+TEST_CASE("etcd parser: a rejected member's name is shown escaped and bounded", "[parse]") {
+  const std::string name = "evil\nlevel=info msg=\"all good\"" + std::string(100, 'x');
+  auto result = Range({{"kvs", {Kv("members/" + name, "7")}}});
+  REQUIRE(std::holds_alternative<DcsView>(result));
+  const DcsView& view = std::get<DcsView>(result);
+  CHECK(view.members.empty());
+  REQUIRE(view.rejected.size() == 1);
+  CHECK(view.rejected[0] == "members/evil\\x0alevel=info msg=\"all good\"" +
+                                std::string(64 - 30, 'x') + "...: not a JSON object");
+}
+
 TEST_CASE("etcd parser: the config ttl may be a number or decimal text", "[parse]") {
   for (const char* config : {R"({"ttl":30})", R"({"ttl":"30"})"}) {
     auto result = Range({{"kvs", {Kv("config", config)}}});
