@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "detector/config.h"
 #include "detector/file_sd.h"
 #include "probes/etcd.h"
 #include "probes/http_json.h"
@@ -297,6 +298,19 @@ TEST_CASE("file_sd: a target file above the size bound is an error", "[parse]") 
   CHECK(found.targets.empty());
   REQUIRE(found.errors.size() == 1);
   CHECK(found.errors[0].message == "larger than 16777216 bytes");
+}
+
+}  // namespace sbd
+
+namespace sbd {
+
+TEST_CASE("config parser: a text yaml-cpp's LoadAll never finishes is an error", "[parse]") {
+  // jbeder/yaml-cpp#1040: LoadAll(",") loops forever in yaml-cpp 0.7 (found by fuzz_config).
+  for (const char* text : {",", "clusters: []\n,", ",\n---\n,"}) {
+    INFO(text);
+    auto result = ParseConfig(text, "c.yml");
+    CHECK(std::holds_alternative<std::vector<ConfigError>>(result));
+  }
 }
 
 }  // namespace sbd
