@@ -1,6 +1,7 @@
 #include "detector/config.h"
 
 #include <libpq-fe.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <system_error>
 #include <tuple>
 
@@ -266,6 +268,48 @@ std::string JoinWords(const std::vector<std::string>& words) {
   return out;
 }
 
+// Where the second YAML document of a text begins, if there is one. yaml-cpp 0.7's LoadAll
+// loops forever, allocating, on some malformed texts (a lone ",": jbeder/yaml-cpp#1040), so
+// documents are counted with a bounded loop instead and only the first is loaded.
+class SecondDocument : public YAML::EventHandler {
+ public:
+  /// Parses at most two documents of `text`; throws YAML::Exception as YAML::Load does.
+  static std::optional<YAML::Mark> Find(const std::string& text) {
+    std::istringstream stream(text);
+    YAML::Parser parser(stream);
+    SecondDocument handler;
+    for (int i = 0; i < 2 && parser.HandleNextDocument(handler); ++i) {
+    }
+    return handler.root_;
+  }
+  void OnDocumentStart(const YAML::Mark&) override { ++documents_; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  // The second document's root node is its first node: the mark YAML::Node::Mark() gives.
+  void Node(const YAML::Mark& mark) {
+    if (documents_ == 2 && !root_) root_ = mark;
+  }
+  int documents_ = 0;
+  std::optional<YAML::Mark> root_;
+};
+
 }  // namespace
 
 class ConfigParser {
@@ -273,15 +317,17 @@ class ConfigParser {
   explicit ConfigParser(std::string file) : file_(std::move(file)) {}
 
   ConfigResult Parse(const std::string& text) {
-    std::vector<YAML::Node> documents;
+    YAML::Node root;
     try {
-      documents = YAML::LoadAll(text);
+      if (auto second = SecondDocument::Find(text)) {
+        AddError(*second, "", "expected a single YAML document");
+      }
+      root = YAML::Load(text);
     } catch (const YAML::Exception& e) {
       AddError(e.mark, "", e.msg);
       return Finish();
     }
-    if (documents.size() > 1) AddError(documents[1].Mark(), "", "expected a single YAML document");
-    ParseRoot(documents.empty() ? YAML::Node() : documents[0]);
+    ParseRoot(root);
     return Finish();
   }
 

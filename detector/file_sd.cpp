@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
+#include <optional>
 
 namespace sbd {
 namespace {
+
+// The largest target file read: thousands of targets are a few hundred kilobytes.
+constexpr size_t kMaxFileSdBytes = 16 << 20;
 
 std::vector<std::string> Expand(const std::string& pattern, bool* no_match) {
   std::vector<std::string> out;
@@ -32,18 +35,46 @@ ConfigError ErrorAt(const std::string& file, const YAML::Mark& mark, const std::
   return {file, std::max(mark.line, 0) + 1, std::max(mark.column, 0) + 1, key, message};
 }
 
-void ReadOne(const std::string& file, FileSdTargets& out) {
-  std::ifstream in(file);
+// A glob may match a FIFO (opening it blocks until a writer comes), a device (/dev/zero never
+// ends) or a huge file: only regular files are read, and only up to a bound.
+std::optional<std::string> ReadBounded(const std::string& file, std::string* error) {
+  struct stat st {};
+  if (stat(file.c_str(), &st) != 0) {
+    *error = "cannot read file";
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *error = "not a regular file";
+    return std::nullopt;
+  }
+  std::ifstream in(file, std::ios::binary);
   if (!in) {
-    out.errors.push_back({file, 0, 0, "", "cannot read file"});
+    *error = "cannot read file";
+    return std::nullopt;
+  }
+  std::string text;
+  char chunk[1 << 16];
+  while (text.size() <= kMaxFileSdBytes && in.read(chunk, sizeof(chunk)).gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+  }
+  if (text.size() > kMaxFileSdBytes) {
+    *error = "larger than " + std::to_string(kMaxFileSdBytes) + " bytes";
+    return std::nullopt;
+  }
+  return text;
+}
+
+void ReadOne(const std::string& file, FileSdTargets& out) {
+  std::string problem;
+  const std::optional<std::string> text = ReadBounded(file, &problem);
+  if (!text) {
+    out.errors.push_back({file, 0, 0, "", problem});
     return;
   }
-  std::stringstream text;
-  text << in.rdbuf();
   YAML::Node root;
   try {
     // JSON is YAML's flow style: one parser gives line and column for both formats.
-    root = YAML::Load(text.str());
+    root = YAML::Load(*text);
   } catch (const YAML::Exception& e) {
     out.errors.push_back(ErrorAt(file, e.mark, "", e.msg));
     return;

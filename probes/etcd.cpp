@@ -1,6 +1,7 @@
 #include "probes/etcd.h"
 
 #include "probes/http_json.h"
+#include "probes/json_fields.h"
 
 namespace sbd {
 namespace {
@@ -9,25 +10,102 @@ ProbeFailure Malformed(const std::string& what) {
   return ProbeFailure{ProbeFailureReason::kProtocol, what};
 }
 
-// etcd's gateway renders 64-bit integers as JSON strings; accept numbers too.
-std::int64_t Int64(const nlohmann::json& object, const char* key, std::int64_t fallback) {
-  auto it = object.find(key);
-  if (it == object.end()) return fallback;
-  if (it->is_number_integer()) return it->get<std::int64_t>();
-  if (it->is_string()) {
-    try {
-      return std::stoll(it->get<std::string>());
-    } catch (const std::exception&) {
-      return fallback;
-    }
-  }
-  return fallback;
-}
-
 // The end of a prefix range: the prefix with its last byte incremented.
 std::string RangeEnd(std::string prefix) {
   prefix.back() = static_cast<char>(prefix.back() + 1);
   return prefix;
+}
+
+// A key name as it may appear in a message (and so in a log line): at most 64 bytes, with
+// control and non-ASCII bytes as \xNN, since anyone who can write to the DCS chooses it.
+std::string Printable(const std::string& name) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < name.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+    }
+  }
+  if (name.size() > 64) out += "...";
+  return out;
+}
+
+// A member's registration is written by whoever can write to the DCS: a bad one skips that
+// member, with the reason kept in view->rejected, and never blinds the rest of the view.
+void ReadMember(const std::string& name, const std::string& value, DcsView* view) {
+  const std::string where = "members/" + Printable(name);
+  if (name.empty()) {
+    view->rejected.push_back(where + ": no member name");
+    return;
+  }
+  const auto data = nlohmann::json::parse(value, nullptr, false);
+  if (data.is_discarded()) {
+    view->rejected.push_back(where + ": not JSON");
+    return;
+  }
+  DcsMember member;
+  member.name = name;
+  JsonFields fields(data, where);
+  fields.String("conn_url", &member.conn_url)
+      .String("api_url", &member.api_url)
+      .String("role", &member.role)
+      .String("state", &member.state);
+  if (fields.error()) {
+    view->rejected.push_back(*fields.error());
+    return;
+  }
+  view->members.push_back(std::move(member));
+}
+
+// The scope's dynamic configuration: only its ttl is read, and a bad one leaves it unknown.
+void ReadConfig(const std::string& value, DcsView* view) {
+  const auto config = nlohmann::json::parse(value, nullptr, false);
+  if (config.is_discarded()) {
+    view->rejected.push_back("config: not JSON");
+    return;
+  }
+  std::int64_t ttl = -1;
+  JsonFields fields(config, "config");
+  fields.DecimalInt64("ttl", &ttl);
+  if (fields.error()) {
+    view->rejected.push_back(*fields.error());
+  } else if (ttl > 0) {
+    view->config_ttl = ttl;
+  }
+}
+
+// One key of the range. The key, value, revision and lease are written by etcd itself, so a
+// malformed one means the answer is not etcd's: the whole read fails.
+std::optional<ProbeFailure> ReadKey(const nlohmann::json& kv, const std::string& where,
+                                    const std::string& prefix, DcsView* view) {
+  std::string key_text, value_text;
+  std::int64_t mod_revision = 0, lease = 0;
+  JsonFields fields(kv, where);
+  fields.String("key", &key_text)
+      .String("value", &value_text)
+      .DecimalInt64("mod_revision", &mod_revision)
+      .DecimalInt64("lease", &lease);
+  if (fields.error()) return Malformed(*fields.error());
+  auto key = Base64Decode(key_text);
+  auto value = Base64Decode(value_text);
+  if (!key || !value) return Malformed(where + ": a key or value is not base64");
+  if (key->rfind(prefix, 0) != 0) return std::nullopt;
+  const std::string name = key->substr(prefix.size());
+  if (name == "leader") {
+    view->holder = *value;
+    view->mod_revision = mod_revision;
+    view->lease_id = std::to_string(lease);
+  } else if (name == "initialize") {
+    view->initialize = *value;
+  } else if (name == "config") {
+    ReadConfig(*value, view);
+  } else if (name.rfind("members/", 0) == 0) {
+    ReadMember(name.substr(8), *value, view);
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -38,41 +116,15 @@ EtcdScopeProbe::EtcdScopeProbe(std::vector<std::string> endpoints, std::string d
 
 std::variant<DcsView, ProbeFailure> EtcdScopeProbe::ParseRange(const nlohmann::json& body,
                                                                const std::string& prefix) {
-  if (!body.is_object()) return Malformed("range: not a JSON object");
   DcsView view;
-  auto kvs = body.find("kvs");
-  if (kvs == body.end()) return view;  // etcd omits kvs when nothing matches
-  if (!kvs->is_array()) return Malformed("range: kvs is not a list");
-  for (const auto& kv : *kvs) {
-    auto key = Base64Decode(kv.value("key", ""));
-    auto value = Base64Decode(kv.value("value", ""));
-    if (!key || !value) return Malformed("range: a key or value is not base64");
-    if (key->rfind(prefix, 0) != 0) continue;
-    const std::string name = key->substr(prefix.size());
-    if (name == "leader") {
-      view.holder = *value;
-      view.mod_revision = Int64(kv, "mod_revision", 0);
-      view.lease_id = std::to_string(Int64(kv, "lease", 0));
-    } else if (name == "initialize") {
-      view.initialize = *value;
-    } else if (name == "config") {
-      auto config = nlohmann::json::parse(*value, nullptr, false);
-      if (config.is_object()) {
-        auto ttl = Int64(config, "ttl", -1);
-        if (ttl > 0) view.config_ttl = ttl;
-      }
-    } else if (name.rfind("members/", 0) == 0) {
-      DcsMember member;
-      member.name = name.substr(8);
-      auto data = nlohmann::json::parse(*value, nullptr, false);
-      if (data.is_object()) {
-        member.conn_url = data.value("conn_url", "");
-        member.api_url = data.value("api_url", "");
-        member.role = data.value("role", "");
-        member.state = data.value("state", "");
-      }
-      view.members.push_back(std::move(member));
-    }
+  const nlohmann::json* kvs = nullptr;
+  JsonFields fields(body, "range");
+  fields.Array("kvs", &kvs);
+  if (fields.error()) return Malformed(*fields.error());
+  if (kvs == nullptr) return view;  // etcd omits kvs when nothing matches
+  for (size_t i = 0; i < kvs->size(); ++i) {
+    const std::string where = "range: kvs[" + std::to_string(i) + "]";
+    if (auto failure = ReadKey((*kvs)[i], where, prefix, &view)) return *failure;
   }
   return view;
 }
@@ -92,8 +144,15 @@ std::variant<DcsView, ProbeFailure> EtcdScopeProbe::ReadFrom(
     const nlohmann::json ask = {{"ID", view.lease_id}};
     auto lease = FetchJson(endpoint, "/v3/lease/timetolive", ask.dump(), deadline);
     if (auto* json = std::get_if<nlohmann::json>(&lease)) {
-      view.lease_ttl_remaining = Int64(*json, "TTL", -1);
-      view.lease_granted_ttl = Int64(*json, "grantedTTL", -1);
+      std::int64_t remaining = -1, granted = -1;
+      JsonFields fields(*json, "lease");
+      fields.DecimalInt64("TTL", &remaining).DecimalInt64("grantedTTL", &granted);
+      if (fields.error()) {
+        view.rejected.push_back(*fields.error());
+      } else {
+        view.lease_ttl_remaining = remaining;
+        view.lease_granted_ttl = granted;
+      }
     }
   }
   return view;

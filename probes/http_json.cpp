@@ -3,6 +3,9 @@
 #include <httplib.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
+#include <cctype>
+
 namespace sbd {
 
 std::string UrlBase(const std::string& url) {
@@ -17,26 +20,68 @@ std::string UrlBase(const std::string& url) {
   return scheme + "://" + authority;
 }
 
-std::variant<nlohmann::json, ProbeFailure> FetchJson(const std::string& base_url,
-                                                     const std::string& path,
-                                                     const std::string& post_body,
-                                                     SteadyClock::time_point deadline,
-                                                     size_t max_bytes) {
-  const auto remaining = deadline - SteadyClock::now();
-  if (remaining <= SteadyClock::duration::zero()) {
-    return ProbeFailure{ProbeFailureReason::kTimeout, "no time left"};
+namespace {
+
+bool AllDigits(const std::string& text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(),
+                                      [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+// httplib::Client throws on a scheme other than http(s) and on a port that does not fit an
+// int. A URL read from the DCS or a file_sd label can be anything, so it is checked first.
+std::optional<std::string> UnusableBase(const std::string& base) {
+  const auto scheme_end = base.find("://");  // UrlBase() always writes one
+  const std::string scheme = base.substr(0, scheme_end);
+  if (scheme != "http" && scheme != "https") return "the URL's scheme is neither http nor https";
+  const std::string authority = base.substr(scheme_end + 3);
+  const auto bracket = authority.rfind(']');
+  const auto colon = authority.rfind(':');
+  std::string host = authority;
+  if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
+    const std::string port = authority.substr(colon + 1);
+    if (!AllDigits(port) || port.size() > 5 || std::stoi(port) > 65535) {
+      return "the URL's port is not a port number";
+    }
+    host = authority.substr(0, colon);
   }
-  httplib::Client client(UrlBase(base_url));
+  if (host.empty()) return "the URL has no host";
+  return std::nullopt;
+}
+
+ProbeFailure SendFailure(httplib::Error error, const std::string& what_request,
+                         SteadyClock::time_point deadline) {
+  const std::string what = what_request + ": " + httplib::to_string(error);
+  if (SteadyClock::now() >= deadline || error == httplib::Error::Read ||
+      error == httplib::Error::ConnectionTimeout) {
+    return ProbeFailure{ProbeFailureReason::kTimeout, what};
+  }
+  if (error == httplib::Error::Connection) return ProbeFailure{ProbeFailureReason::kRefused, what};
+  return ProbeFailure{ProbeFailureReason::kInternal, what};
+}
+
+// Patroni answers /patroni with 503 on a replica or a stopped server but still with the JSON
+// we want; any other status without JSON is a failure.
+std::variant<nlohmann::json, ProbeFailure> Interpret(int status, const std::string& body,
+                                                     const std::string& what_request) {
+  const std::string http = what_request + ": HTTP " + std::to_string(status);
+  auto json = nlohmann::json::parse(body, nullptr, false);
+  if (json.is_discarded()) {
+    return ProbeFailure{ProbeFailureReason::kProtocol, http + " with a body that is not JSON"};
+  }
+  if (status == 401 || status == 403) return ProbeFailure{ProbeFailureReason::kAuth, http};
+  if (status >= 300 && status != 503) return ProbeFailure{ProbeFailureReason::kProtocol, http};
+  return json;
+}
+
+std::variant<nlohmann::json, ProbeFailure> Fetch(const std::string& base, httplib::Request& request,
+                                                 SteadyClock::time_point deadline,
+                                                 size_t max_bytes) {
+  const auto remaining = deadline - SteadyClock::now();
+  httplib::Client client(base);
   client.set_connection_timeout(remaining);
   client.set_read_timeout(remaining);
   client.set_write_timeout(remaining);
   client.set_keep_alive(false);
-
-  httplib::Request request;
-  request.method = post_body.empty() ? "GET" : "POST";
-  request.path = path;
-  request.body = post_body;
-  if (!post_body.empty()) request.set_header("Content-Type", "application/json");
   std::string body;
   bool too_big = false;
   request.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
@@ -52,35 +97,35 @@ std::variant<nlohmann::json, ProbeFailure> FetchJson(const std::string& base_url
     return ProbeFailure{ProbeFailureReason::kProtocol,
                         "answer larger than " + std::to_string(max_bytes) + " bytes"};
   }
-  if (!result) {
-    const auto error = result.error();
-    const std::string what = httplib::to_string(error);
-    if (SteadyClock::now() >= deadline || error == httplib::Error::Read ||
-        error == httplib::Error::ConnectionTimeout) {
-      return ProbeFailure{ProbeFailureReason::kTimeout, request.method + " " + path + ": " + what};
-    }
-    if (error == httplib::Error::Connection) {
-      return ProbeFailure{ProbeFailureReason::kRefused, request.method + " " + path + ": " + what};
-    }
-    return ProbeFailure{ProbeFailureReason::kInternal, request.method + " " + path + ": " + what};
+  const std::string what_request = request.method + " " + request.path;
+  if (!result) return SendFailure(result.error(), what_request, deadline);
+  return Interpret(result->status, body, what_request);
+}
+
+}  // namespace
+
+std::variant<nlohmann::json, ProbeFailure> FetchJson(const std::string& base_url,
+                                                     const std::string& path,
+                                                     const std::string& post_body,
+                                                     SteadyClock::time_point deadline,
+                                                     size_t max_bytes) {
+  if (deadline - SteadyClock::now() <= SteadyClock::duration::zero()) {
+    return ProbeFailure{ProbeFailureReason::kTimeout, "no time left"};
   }
-  // Patroni answers /patroni with 503 on a replica or a stopped server but still with the
-  // JSON we want; any other status without JSON is a failure.
-  auto json = nlohmann::json::parse(body, nullptr, false);
-  if (json.is_discarded()) {
-    return ProbeFailure{ProbeFailureReason::kProtocol, request.method + " " + path + ": HTTP " +
-                                                           std::to_string(result->status) +
-                                                           " with a body that is not JSON"};
+  const std::string base = UrlBase(base_url);
+  if (auto problem = UnusableBase(base)) return ProbeFailure{ProbeFailureReason::kConfig, *problem};
+  httplib::Request request;
+  request.method = post_body.empty() ? "GET" : "POST";
+  request.path = path;
+  request.body = post_body;
+  if (!post_body.empty()) request.set_header("Content-Type", "application/json");
+  try {
+    return Fetch(base, request, deadline, max_bytes);
+  } catch (const std::exception& e) {
+    // httplib is not documented to throw past the checks above; a last line of defence.
+    return ProbeFailure{ProbeFailureReason::kInternal,
+                        request.method + " " + path + ": " + e.what()};
   }
-  if (result->status == 401 || result->status == 403) {
-    return ProbeFailure{ProbeFailureReason::kAuth,
-                        request.method + " " + path + ": HTTP " + std::to_string(result->status)};
-  }
-  if (result->status >= 300 && result->status != 503) {
-    return ProbeFailure{ProbeFailureReason::kProtocol,
-                        request.method + " " + path + ": HTTP " + std::to_string(result->status)};
-  }
-  return json;
 }
 
 std::string Base64Encode(const std::string& bytes) {
@@ -93,16 +138,22 @@ std::string Base64Encode(const std::string& bytes) {
 }
 
 std::optional<std::string> Base64Decode(const std::string& text) {
+  // EVP_DecodeBlock skips whitespace and takes '=' anywhere ("====" gives a byte): check the
+  // alphabet and the padding first.
   if (text.size() % 4 != 0) return std::nullopt;
   if (text.empty()) return std::string();
+  size_t padding = 0;
+  for (size_t i = text.size(); i > 0 && text[i - 1] == '=' && padding < 2; --i) ++padding;
+  const bool in_alphabet = std::all_of(text.begin(), text.end() - padding, [](unsigned char c) {
+    return std::isalnum(c) != 0 || c == '+' || c == '/';
+  });
+  if (!in_alphabet) return std::nullopt;
   std::string out(text.size() / 4 * 3, '\0');
   const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
                                 reinterpret_cast<const unsigned char*>(text.data()),
                                 static_cast<int>(text.size()));
-  if (n < 0) return std::nullopt;
   // EVP_DecodeBlock counts the padding as zero bytes.
-  size_t padding = 0;
-  for (size_t i = text.size(); i > 0 && text[i - 1] == '=' && padding < 2; --i) ++padding;
+  if (n < 0 || static_cast<size_t>(n) < padding) return std::nullopt;
   out.resize(static_cast<size_t>(n) - padding);
   return out;
 }

@@ -1,9 +1,13 @@
 #include "probes/patroni.h"
 
 #include "probes/http_json.h"
+#include "probes/json_fields.h"
 
 namespace sbd {
 namespace {
+
+// PostgreSQL timelines are 32-bit unsigned.
+constexpr std::int64_t kMaxTimeline = 0xFFFFFFFFLL;
 
 ProbeFailure Malformed(const std::string& what) {
   return ProbeFailure{ProbeFailureReason::kProtocol, what};
@@ -12,69 +16,64 @@ ProbeFailure Malformed(const std::string& what) {
 // Patroni 3.0 still says "master"; newer releases say "primary". One word for both.
 std::string NormalizeRole(const std::string& role) { return role == "master" ? "primary" : role; }
 
-std::string Text(const nlohmann::json& object, const char* key) {
-  auto it = object.find(key);
-  if (it == object.end()) return {};
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_number()) return it->dump();
-  return {};
-}
-
 }  // namespace
 
 std::variant<PatroniReading, ProbeFailure> PatroniRestProbe::ParsePatroni(
     const nlohmann::json& body) {
-  if (!body.is_object()) return Malformed("/patroni: not a JSON object");
   PatroniReading reading;
-  reading.state = Text(body, "state");
-  reading.role = NormalizeRole(Text(body, "role"));
+  const nlohmann::json* patroni = nullptr;
+  JsonFields fields(body, "/patroni");
+  fields.String("state", &reading.state)
+      .String("role", &reading.role)
+      .Int64("timeline", &reading.timeline, 0, kMaxTimeline)
+      .String("database_system_identifier", &reading.system_identifier)
+      .Object("patroni", &patroni)
+      .Double("dcs_last_seen", &reading.dcs_last_seen)
+      .Bool("pause", &reading.pause)
+      .Bool("cluster_unlocked", &reading.cluster_unlocked);
+  if (fields.error()) return Malformed(*fields.error());
+  reading.role = NormalizeRole(reading.role);
   if (reading.state.empty() || reading.role.empty()) {
     return Malformed("/patroni: no state or role");
   }
-  if (auto it = body.find("timeline"); it != body.end() && it->is_number_integer()) {
-    reading.timeline = it->get<std::int64_t>();
-  }
-  reading.system_identifier = Text(body, "database_system_identifier");
-  if (auto it = body.find("patroni"); it != body.end() && it->is_object()) {
-    reading.scope = Text(*it, "scope");
-    reading.name = Text(*it, "name");
+  if (patroni != nullptr) {
+    JsonFields identity(*patroni, "/patroni: patroni");
+    identity.String("scope", &reading.scope).String("name", &reading.name);
+    if (identity.error()) return Malformed(*identity.error());
   }
   // Patroni 3.0 reports its scope but not its own name here (later releases add it).
   if (reading.scope.empty()) return Malformed("/patroni: no patroni.scope");
-  if (auto it = body.find("dcs_last_seen"); it != body.end() && it->is_number()) {
-    reading.dcs_last_seen = it->get<double>();
-  }
-  reading.pause = body.value("pause", false);
-  reading.cluster_unlocked = body.value("cluster_unlocked", false);
   return reading;
 }
 
 std::optional<ProbeFailure> PatroniRestProbe::ParseCluster(const nlohmann::json& body,
                                                            PatroniReading* reading) {
-  auto members = body.find("members");
-  if (!body.is_object() || members == body.end() || !members->is_array()) {
-    return Malformed("/cluster: no members list");
-  }
-  for (const auto& m : *members) {
-    if (!m.is_object()) return Malformed("/cluster: a member is not an object");
+  const nlohmann::json* members = nullptr;
+  JsonFields fields(body, "/cluster");
+  fields.Array("members", &members);
+  if (fields.error()) return Malformed(*fields.error());
+  if (members == nullptr) return Malformed("/cluster: no members list");
+  std::vector<PatroniClusterMember> found;
+  std::string leader;
+  for (size_t i = 0; i < members->size(); ++i) {
     PatroniClusterMember member;
-    member.name = Text(m, "name");
-    member.role = NormalizeRole(Text(m, "role"));
-    member.state = Text(m, "state");
-    member.api_url = Text(m, "api_url");
-    member.host = Text(m, "host");
-    if (auto it = m.find("port"); it != m.end() && it->is_number_integer()) {
-      member.port = it->get<int>();
-    }
-    if (auto it = m.find("timeline"); it != m.end() && it->is_number_integer()) {
-      member.timeline = it->get<std::int64_t>();
-    }
+    JsonFields m((*members)[i], "/cluster: members[" + std::to_string(i) + "]");
+    m.String("name", &member.name)
+        .String("role", &member.role)
+        .String("state", &member.state)
+        .String("api_url", &member.api_url)
+        .String("host", &member.host)
+        .Int("port", &member.port, 0, 65535)
+        .Int64("timeline", &member.timeline, 0, kMaxTimeline);
+    if (m.error()) return Malformed(*m.error());
+    member.role = NormalizeRole(member.role);
     if (member.name.empty()) return Malformed("/cluster: a member has no name");
-    if (member.role == "leader" || member.role == "standby_leader") {
-      reading->cluster_leader = member.name;
-    }
-    reading->cluster_members.push_back(std::move(member));
+    if (member.role == "leader" || member.role == "standby_leader") leader = member.name;
+    found.push_back(std::move(member));
   }
+  // Nothing of a malformed answer is kept: the reading changes only when all of it parsed.
+  if (!leader.empty()) reading->cluster_leader = std::move(leader);
+  for (auto& member : found) reading->cluster_members.push_back(std::move(member));
   return std::nullopt;
 }
 

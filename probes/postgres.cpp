@@ -193,6 +193,12 @@ std::variant<PostgresReading, ProbeFailure> PostgresProbe::Read(SteadyClock::tim
     auto reason = guard.fired() ? ProbeFailureReason::kTimeout : ClassifySqlState(e.sqlstate());
     *drop_connection = reason != ProbeFailureReason::kQuery || !conn_->is_open();
     return ProbeFailure{reason, e.what()};
+  } catch (const pqxx::conversion_error& e) {
+    // A value that is not what the query yields from a real server (a null, an unparsable
+    // number): something else answers on this port. Start afresh next time.
+    *drop_connection = true;
+    return ProbeFailure{ProbeFailureReason::kProtocol,
+                        std::string("unexpected value: ") + e.what()};
   } catch (const std::exception& e) {
     // broken_connection, in_doubt_error, conversion errors: start afresh next time.
     *drop_connection = true;

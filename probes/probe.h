@@ -105,6 +105,9 @@ struct DcsView {
   std::string initialize;  ///< the system identifier the scope was bootstrapped with
   std::optional<std::int64_t> config_ttl;  ///< ttl from the scope's config key
   std::vector<DcsMember> members;
+  /// What was read but ignored, each saying why ("members/evil: conn_url is not a string"):
+  /// values anyone with write access to the DCS can set, which must not blind the view.
+  std::vector<std::string> rejected;
 };
 
 /// The timing of one reading: the answer was produced somewhere inside [sent, received].

@@ -255,3 +255,52 @@ TEST_CASE("etcd probe: recorded ranges give holder, revision, lineage and member
 }
 
 }  // namespace sbd
+
+namespace sbd {
+
+TEST_CASE("patroni probe: a wrongly typed field over HTTP is a protocol failure", "[http]") {
+  LocalServer patroni;
+  patroni.server().Get("/patroni", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"state":"running","role":"master","timeline":1,"patroni":{"scope":"demo"},)"
+                    R"("pause":"yes"})",
+                    "application/json");
+  });
+  PatroniRestProbe probe(patroni.url());
+  std::variant<PatroniReading, ProbeFailure> result;
+  REQUIRE_NOTHROW(result = probe.Read(SteadyClock::now() + milliseconds(800)));
+  REQUIRE(std::holds_alternative<ProbeFailure>(result));
+  CHECK(std::get<ProbeFailure>(result).reason == ProbeFailureReason::kProtocol);
+  CHECK(std::get<ProbeFailure>(result).message == "/patroni: pause is not a boolean");
+}
+
+TEST_CASE("etcd probe: a poisoned member key and a malformed lease answer leave the lock view",
+          "[http]") {
+  LocalServer etcd;
+  etcd.server().Post("/v3/kv/range", [](const httplib::Request&, httplib::Response& res) {
+    nlohmann::json answer = {{"kvs",
+                              {{{"key", Base64Encode("/service/demo/leader")},
+                                {"value", Base64Encode("pg-2")},
+                                {"mod_revision", "42"},
+                                {"lease", "7587869722434566000"}},
+                               {{"key", Base64Encode("/service/demo/members/evil")},
+                                {"value", Base64Encode(R"({"conn_url": 5})")},
+                                {"mod_revision", "43"}}}}};
+    res.set_content(answer.dump(), "application/json");
+  });
+  etcd.server().Post("/v3/lease/timetolive", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"ID":"7587869722434566000","TTL":{"s":7},"grantedTTL":"10"})",
+                    "application/json");
+  });
+  EtcdScopeProbe probe({etcd.url()}, "/service", "demo");
+  std::variant<DcsView, ProbeFailure> result;
+  REQUIRE_NOTHROW(result = probe.Read(SteadyClock::now() + milliseconds(800)));
+  REQUIRE(std::holds_alternative<DcsView>(result));
+  const DcsView& view = std::get<DcsView>(result);
+  CHECK(view.holder == "pg-2");
+  CHECK(view.members.empty());
+  CHECK(view.lease_ttl_remaining == -1);
+  CHECK(view.rejected == std::vector<std::string>{"members/evil: conn_url is not a string",
+                                                  "lease: TTL is not a decimal integer"});
+}
+
+}  // namespace sbd

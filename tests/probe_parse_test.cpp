@@ -1,0 +1,316 @@
+// The probes' answer parsers against hostile answers: every wrongly typed field is a protocol
+// failure saying what was wrong (or, for one member's DCS registration, that member skipped
+// with the reason), and nothing throws.
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+
+#include "detector/config.h"
+#include "detector/file_sd.h"
+#include "probes/etcd.h"
+#include "probes/http_json.h"
+#include "probes/json_fields.h"
+#include "probes/patroni.h"
+#include "tests/support/files.h"
+#include "tests/support/temp_dir.h"
+
+namespace sbd {
+namespace {
+
+const char* const kPrefix = "/service/demo/";
+
+nlohmann::json Json(const std::string& text) { return nlohmann::json::parse(text); }
+
+/// A valid /patroni answer with one field replaced (or added).
+nlohmann::json PatroniWith(const std::string& key, nlohmann::json value) {
+  nlohmann::json body = Json(R"({"state":"running","role":"master","timeline":3,
+    "database_system_identifier":"7713570374210613906","dcs_last_seen":1700000000,
+    "patroni":{"scope":"demo","version":"3.0.2"},"pause":false})");
+  body[key] = std::move(value);
+  return body;
+}
+
+/// The failure ParsePatroni gives, requiring that it gives one and does not throw.
+ProbeFailure PatroniFailure(const nlohmann::json& body) {
+  std::variant<PatroniReading, ProbeFailure> result;
+  REQUIRE_NOTHROW(result = PatroniRestProbe::ParsePatroni(body));
+  REQUIRE(std::holds_alternative<ProbeFailure>(result));
+  return std::get<ProbeFailure>(result);
+}
+
+ProbeFailure ClusterFailure(const nlohmann::json& body) {
+  PatroniReading reading;
+  std::optional<ProbeFailure> failure;
+  REQUIRE_NOTHROW(failure = PatroniRestProbe::ParseCluster(body, &reading));
+  REQUIRE(failure);
+  CHECK(reading.cluster_members.empty());
+  return *failure;
+}
+
+/// One etcd kv entry as the v3 gateway writes it.
+nlohmann::json Kv(const std::string& key, const std::string& value) {
+  return {{"key", Base64Encode(kPrefix + key)},
+          {"value", Base64Encode(value)},
+          {"mod_revision", "42"},
+          {"lease", "7587869722434566000"}};
+}
+
+std::variant<DcsView, ProbeFailure> Range(const nlohmann::json& body) {
+  std::variant<DcsView, ProbeFailure> result;
+  REQUIRE_NOTHROW(result = EtcdScopeProbe::ParseRange(body, kPrefix));
+  return result;
+}
+
+ProbeFailure RangeFailure(const nlohmann::json& body) {
+  auto result = Range(body);
+  REQUIRE(std::holds_alternative<ProbeFailure>(result));
+  return std::get<ProbeFailure>(result);
+}
+
+}  // namespace
+
+TEST_CASE("patroni parser: pause given as a string is a protocol failure", "[parse]") {
+  const ProbeFailure failure = PatroniFailure(PatroniWith("pause", "yes"));
+  CHECK(failure.reason == ProbeFailureReason::kProtocol);
+  CHECK(failure.message == "/patroni: pause is not a boolean");
+}
+
+TEST_CASE("patroni parser: each wrongly typed field is named in a protocol failure", "[parse]") {
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {PatroniWith("timeline", "3"), "/patroni: timeline is not an integer"},
+      {PatroniWith("timeline", 1.5), "/patroni: timeline is not an integer"},
+      {PatroniWith("timeline", -1), "/patroni: timeline is out of range"},
+      {PatroniWith("timeline", 18446744073709551615ULL), "/patroni: timeline is out of range"},
+      {PatroniWith("cluster_unlocked", 1), "/patroni: cluster_unlocked is not a boolean"},
+      {PatroniWith("state", 7), "/patroni: state is not a string"},
+      {PatroniWith("role", nlohmann::json::array()), "/patroni: role is not a string"},
+      {PatroniWith("database_system_identifier", 7713570374210613906LL),
+       "/patroni: database_system_identifier is not a string"},
+      {PatroniWith("dcs_last_seen", "yesterday"), "/patroni: dcs_last_seen is not a number"},
+      {PatroniWith("patroni", "demo"), "/patroni: patroni is not an object"},
+      {PatroniWith("patroni", Json(R"({"scope":["demo"]})")),
+       "/patroni: patroni: scope is not a string"},
+      {Json("[1,2]"), "/patroni: not a JSON object"},
+      {Json("\"running\""), "/patroni: not a JSON object"},
+  };
+  for (const auto& [body, message] : cases) {
+    INFO(body.dump());
+    const ProbeFailure failure = PatroniFailure(body);
+    CHECK(failure.reason == ProbeFailureReason::kProtocol);
+    CHECK(failure.message == message);
+  }
+}
+
+TEST_CASE("patroni parser: null or absent optional fields keep their defaults", "[parse]") {
+  nlohmann::json body = PatroniWith("pause", nullptr);
+  body.erase("timeline");
+  body["dcs_last_seen"] = nullptr;
+  auto result = PatroniRestProbe::ParsePatroni(body);
+  REQUIRE(std::holds_alternative<PatroniReading>(result));
+  const auto& reading = std::get<PatroniReading>(result);
+  CHECK_FALSE(reading.pause);
+  CHECK(reading.timeline == 0);
+  CHECK_FALSE(reading.dcs_last_seen);
+  CHECK(reading.role == "primary");
+  CHECK(reading.scope == "demo");
+}
+
+TEST_CASE("patroni parser: a malformed /cluster is a protocol failure and adds nothing",
+          "[parse]") {
+  const std::string leader = R"({"name":"pg-1","role":"leader","state":"running","port":5432})";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"members":{"pg-1":{}}})", "/cluster: members is not a list"},
+      {R"({"members":"pg-1"})", "/cluster: members is not a list"},
+      {R"({})", "/cluster: no members list"},
+      {R"([])", "/cluster: not a JSON object"},
+      {"{\"members\":[" + leader + ",7]}", "/cluster: members[1]: not a JSON object"},
+      {R"({"members":[{"name":5}]})", "/cluster: members[0]: name is not a string"},
+      {"{\"members\":[" + leader + R"(,{"name":"pg-2","port":"5432"}]})",
+       "/cluster: members[1]: port is not an integer"},
+      {R"({"members":[{"name":"pg-2","port":70000}]})",
+       "/cluster: members[0]: port is out of range"},
+      {R"({"members":[{"name":"pg-2","timeline":"2"}]})",
+       "/cluster: members[0]: timeline is not an integer"},
+      {R"({"members":[{"name":"pg-2","api_url":false}]})",
+       "/cluster: members[0]: api_url is not a string"},
+      {R"({"members":[{"role":"leader"}]})", "/cluster: a member has no name"},
+  };
+  for (const auto& [text, message] : cases) {
+    INFO(text);
+    const ProbeFailure failure = ClusterFailure(Json(text));
+    CHECK(failure.reason == ProbeFailureReason::kProtocol);
+    CHECK(failure.message == message);
+  }
+}
+
+TEST_CASE("etcd parser: a kvs item that is not an object is a protocol failure", "[parse]") {
+  const ProbeFailure failure = RangeFailure(Json(R"({"kvs":[7]})"));
+  CHECK(failure.reason == ProbeFailureReason::kProtocol);
+  CHECK(failure.message == "range: kvs[0]: not a JSON object");
+}
+
+TEST_CASE("etcd parser: wrongly typed keys, values, revisions and leases are protocol failures",
+          "[parse]") {
+  nlohmann::json numeric_key = Kv("leader", "pg-1");
+  numeric_key["key"] = 12;
+  nlohmann::json garbage = Kv("leader", "pg-1");
+  garbage["value"] = "!!!!";
+  nlohmann::json odd_length = Kv("leader", "pg-1");
+  odd_length["key"] = "abc";
+  nlohmann::json lease_object = Kv("leader", "pg-1");
+  lease_object["lease"] = nlohmann::json::object({{"id", 1}});
+  nlohmann::json revision_text = Kv("leader", "pg-1");
+  revision_text["mod_revision"] = "42abc";
+  nlohmann::json revision_huge = Kv("leader", "pg-1");
+  revision_huge["mod_revision"] = "99999999999999999999";
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {{{"kvs", {numeric_key}}}, "range: kvs[0]: key is not a string"},
+      {{{"kvs", {Kv("initialize", "1"), garbage}}}, "range: kvs[1]: a key or value is not base64"},
+      {{{"kvs", {odd_length}}}, "range: kvs[0]: a key or value is not base64"},
+      {{{"kvs", {lease_object}}}, "range: kvs[0]: lease is not a decimal integer"},
+      {{{"kvs", {revision_text}}}, "range: kvs[0]: mod_revision is not a decimal integer"},
+      {{{"kvs", {revision_huge}}}, "range: kvs[0]: mod_revision is not a decimal integer"},
+      {{{"kvs", "leader"}}, "range: kvs is not a list"},
+      {nlohmann::json::array(), "range: not a JSON object"},
+  };
+  for (const auto& [body, message] : cases) {
+    INFO(body.dump());
+    const ProbeFailure failure = RangeFailure(body);
+    CHECK(failure.reason == ProbeFailureReason::kProtocol);
+    CHECK(failure.message == message);
+  }
+}
+
+TEST_CASE("etcd parser: a malformed member registration skips that member, with the reason",
+          "[parse]") {
+  const nlohmann::json body = {
+      {"kvs",
+       {Kv("leader", "pg-1"), Kv("members/evil", R"({"conn_url": 5})"),
+        Kv("members/pg-1", R"({"conn_url":"postgres://10.0.0.1:5432/postgres","role":"master"})"),
+        Kv("members/notjson", "{"), Kv("members/list", "[1]"),
+        Kv("members/", R"({"conn_url":"postgres://10.0.0.9:5432/postgres"})"),
+        Kv("config", R"({"ttl":{"seconds":30}})")}}};
+  auto result = Range(body);
+  REQUIRE(std::holds_alternative<DcsView>(result));
+  const DcsView& view = std::get<DcsView>(result);
+  CHECK(view.holder == "pg-1");
+  CHECK(view.mod_revision == 42);
+  CHECK(view.lease_id == "7587869722434566000");
+  REQUIRE(view.members.size() == 1);
+  CHECK(view.members[0].name == "pg-1");
+  CHECK(view.members[0].conn_url == "postgres://10.0.0.1:5432/postgres");
+  CHECK_FALSE(view.config_ttl);
+  CHECK(view.rejected == std::vector<std::string>{
+                             "members/evil: conn_url is not a string", "members/notjson: not JSON",
+                             "members/list: not a JSON object", "members/: no member name",
+                             "config: ttl is not a decimal integer"});
+}
+
+TEST_CASE("etcd parser: a rejected member's name is shown escaped and bounded", "[parse]") {
+  const std::string name = "evil\nlevel=info msg=\"all good\"" + std::string(100, 'x');
+  auto result = Range({{"kvs", {Kv("members/" + name, "7")}}});
+  REQUIRE(std::holds_alternative<DcsView>(result));
+  const DcsView& view = std::get<DcsView>(result);
+  CHECK(view.members.empty());
+  REQUIRE(view.rejected.size() == 1);
+  CHECK(view.rejected[0] == "members/evil\\x0alevel=info msg=\"all good\"" +
+                                std::string(64 - 30, 'x') + "...: not a JSON object");
+}
+
+TEST_CASE("etcd parser: the config ttl may be a number or decimal text", "[parse]") {
+  for (const char* config : {R"({"ttl":30})", R"({"ttl":"30"})"}) {
+    auto result = Range({{"kvs", {Kv("config", config)}}});
+    REQUIRE(std::holds_alternative<DcsView>(result));
+    CHECK(std::get<DcsView>(result).config_ttl == 30);
+    CHECK(std::get<DcsView>(result).rejected.empty());
+  }
+}
+
+TEST_CASE("json fields: decimal text is all digits within int64", "[parse]") {
+  CHECK(ParseDecimalInt64("42") == 42);
+  CHECK(ParseDecimalInt64("-1") == -1);
+  CHECK(ParseDecimalInt64("9223372036854775807") == INT64_MAX);
+  CHECK_FALSE(ParseDecimalInt64("9223372036854775808"));
+  CHECK_FALSE(ParseDecimalInt64(""));
+  CHECK_FALSE(ParseDecimalInt64(" 4"));
+  CHECK_FALSE(ParseDecimalInt64("+4"));
+  CHECK_FALSE(ParseDecimalInt64("4 "));
+  CHECK_FALSE(ParseDecimalInt64("0x10"));
+}
+
+TEST_CASE("json fields: the first error wins and later reads change nothing", "[parse]") {
+  const auto object = Json(R"({"a":"x","b":1,"c":"late"})");
+  std::string a, c = "unchanged";
+  bool b = false;
+  JsonFields fields(object, "where");
+  fields.String("a", &a).Bool("b", &b).String("c", &c);
+  CHECK(a == "x");
+  CHECK(fields.error() == "where: b is not a boolean");
+  CHECK(c == "unchanged");
+}
+
+TEST_CASE("http probe: base64 with misplaced padding or outside the alphabet is rejected",
+          "[parse]") {
+  const std::vector<std::string> texts = {"====",    "A===",     "=AAA", "AA=A",
+                                          "    ",    "\n\n\n\n", "  AA", std::string("AA\0A", 4),
+                                          "AAA\xff", "-_AA"};
+  for (const std::string& text : texts) {
+    INFO(text);
+    std::optional<std::string> decoded;
+    REQUIRE_NOTHROW(decoded = Base64Decode(text));
+    CHECK_FALSE(decoded);
+  }
+  CHECK(Base64Decode("AA==") == std::string(1, '\0'));
+  CHECK(Base64Decode("AAA=") == std::string(2, '\0'));
+  CHECK(Base64Decode("+/+/") == std::string("\xfb\xff\xbf"));
+}
+
+TEST_CASE("http probe: an unusable URL from the DCS is a failure, not an exception", "[parse]") {
+  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(300);
+  for (const char* url : {"ftp://127.0.0.1:1/patroni", "http://127.0.0.1:99999999999/patroni",
+                          "http://127.0.0.1:99999/", "http://:8008/patroni", "gopher://x"}) {
+    INFO(url);
+    std::variant<nlohmann::json, ProbeFailure> result;
+    REQUIRE_NOTHROW(result = FetchJson(url, "/patroni", "", deadline));
+    REQUIRE(std::holds_alternative<ProbeFailure>(result));
+    CHECK(std::get<ProbeFailure>(result).reason == ProbeFailureReason::kConfig);
+  }
+}
+
+TEST_CASE("file_sd: a FIFO or device matched by a glob is an error, not a hang", "[parse]") {
+  testing::TempDir dir("sbd-file-sd");
+  REQUIRE(mkfifo((dir.path() + "/targets.json").c_str(), 0600) == 0);
+  FileSdTargets found = ReadFileSdTargets({dir.path() + "/*.json", "/dev/zero"});
+  CHECK(found.targets.empty());
+  REQUIRE(found.errors.size() == 2);
+  CHECK(found.errors[0].message == "not a regular file");
+  CHECK(found.errors[1].message == "not a regular file");
+}
+
+TEST_CASE("file_sd: a target file above the size bound is an error", "[parse]") {
+  testing::TempDir dir("sbd-file-sd");
+  const std::string targets = R"({"targets":["10.0.0.1:5432"],"labels":{"cluster":"a"}},)";
+  std::string text = "[";
+  while (text.size() <= (16u << 20)) text += targets;
+  text += targets.substr(0, targets.size() - 1) + "]";
+  testing::WriteFile(dir.path() + "/big.json", text, 0600);
+  FileSdTargets found = ReadFileSdTargets({dir.path() + "/big.json"});
+  CHECK(found.targets.empty());
+  REQUIRE(found.errors.size() == 1);
+  CHECK(found.errors[0].message == "larger than 16777216 bytes");
+}
+
+}  // namespace sbd
+
+namespace sbd {
+
+TEST_CASE("config parser: a text yaml-cpp's LoadAll never finishes is an error", "[parse]") {
+  // jbeder/yaml-cpp#1040: LoadAll(",") loops forever in yaml-cpp 0.7 (found by fuzz_config).
+  for (const char* text : {",", "clusters: []\n,", ",\n---\n,"}) {
+    INFO(text);
+    auto result = ParseConfig(text, "c.yml");
+    CHECK(std::holds_alternative<std::vector<ConfigError>>(result));
+  }
+}
+
+}  // namespace sbd
