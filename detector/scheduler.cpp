@@ -592,6 +592,13 @@ void Scheduler::RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallCloc
   state.last_dcs = dcs;
   if (const DcsView* view = std::get_if<DcsView>(&dcs)) {
     const bool was_down = state.dcs_consecutive_failures > 0;
+    const bool rejected_changed =
+        !state.last_good_dcs || state.last_good_dcs->rejected != view->rejected;
+    if (rejected_changed && !view->rejected.empty()) {
+      // The reasons are escaped by the parser; at most a few go into the line.
+      spdlog::warn("cluster={} msg=\"lock store keys skipped as unreadable\" count={} first=\"{}\"",
+                   state.spec.name, view->rejected.size(), view->rejected.front());
+    }
     state.last_good_dcs = *view;
     state.last_dcs_success = at;
     state.dcs_consecutive_failures = 0;

@@ -128,6 +128,8 @@ nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters,
         lock["lease_granted_ttl_seconds"] = c.last_good_dcs->lease_granted_ttl;
         lock["initialize"] = c.last_good_dcs->initialize;
         lock["endpoint"] = c.last_good_dcs->endpoint;
+        // Keys the lock store holds that could not be read (e.g. a hostile members/* value).
+        lock["rejected_keys"] = c.last_good_dcs->rejected;
         lock["last_success"] = FormatTime(c.last_dcs_success);
       }
       cluster["lock"] = lock;

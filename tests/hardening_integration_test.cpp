@@ -133,10 +133,11 @@ TEST_CASE("discovery: at most max_members are probed, and a hostile members key 
   Put(etcd, "/service/s/leader", "pg-a");
   Put(etcd, "/service/s/members/pg-b",
       MemberKey("postgres://splitbrain@127.0.0.1:" + std::to_string(b.port()) + "/postgres"));
-  // Anyone who can write to the DCS: a wrongly typed key, and a flood of members.
+  // Anyone who can write to the DCS: a wrongly typed key, and a flood of members (listed
+  // after pg-b: the DCS lists keys in order, and the first max_members are taken).
   Put(etcd, "/service/s/members/evil", R"({"conn_url": 5})");
   for (int i = 0; i < 8; ++i) {
-    Put(etcd, "/service/s/members/flood" + std::to_string(i),
+    Put(etcd, "/service/s/members/zz-flood" + std::to_string(i),
         MemberKey("postgres://x@127.0.0.1:" + std::to_string(ClosedPort()) + "/postgres"));
   }
   Scheduler scheduler(MustParse(DiscoveringCluster(sandbox, etcd, a, "      max_members: 3\n")));
