@@ -69,7 +69,10 @@ void DeadlineWatchdog::Run() {
     if (pending_.empty()) {
       cv_.wait(lock);
     } else {
-      cv_.wait_until(lock, pending_.begin()->first);
+      // A copy: wait_until reads its argument again after waking, and Disarm() may have
+      // erased that set node meanwhile (AddressSanitizer found the use after free).
+      const Clock::time_point earliest = pending_.begin()->first;
+      cv_.wait_until(lock, earliest);
     }
   }
 }
