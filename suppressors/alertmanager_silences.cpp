@@ -278,7 +278,7 @@ SilenceDeclarations AlertmanagerSilenceReader::Read(const AlertmanagerSilencesSp
             : std::variant<SilenceReadout, std::string>(std::in_place_index<1>,
                                                         std::get<1>(fetched));
     if (auto* readout = std::get_if<SilenceReadout>(&parsed)) {
-      if (!status.up && status.last_success_unix > 0) {
+      if (!status.error.empty()) {
         spdlog::info("msg=\"reading silences again\" alertmanager=\"{}\"", status.alertmanager);
       }
       status = {status.alertmanager, true,
@@ -286,7 +286,8 @@ SilenceDeclarations AlertmanagerSilenceReader::Read(const AlertmanagerSilencesSp
       last[url] = std::move(*readout);
     } else {
       const std::string error = std::get<std::string>(parsed);
-      if (status.up || status.last_success_unix == 0 || status.error.empty()) {
+      // Once per failure, not at every refresh while it lasts.
+      if (status.up || status.error != error) {
         spdlog::warn(
             "msg=\"cannot read silences; declarations last read from it stay until they "
             "expire\" alertmanager=\"{}\" error=\"{}\"",

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "suppressors/alertmanager_silences.h"
+#include "suppressors/declaration_store.h"
 #include "suppressors/silence_fetch.h"
 #include "suppressors/silence_matchers.h"
 
@@ -291,6 +292,48 @@ TEST_CASE("silences: an answer larger than the limit or a wrong status is a fail
   auto broken = sbd::FetchSilences(base + "/broken", Millis(1000), 1024);
   REQUIRE(broken.index() == 1);
   CHECK(std::get<1>(broken) == "GET /broken/api/v2/silences: HTTP 500");
+  server.stop();
+  thread.join();
+}
+
+TEST_CASE("declaration store: silences are merged with the other sources and not removable",
+          "[silences]") {
+  httplib::Server server;
+  const json answer = json::array({Silence(
+      "st1", {Matcher("splitbrain_declaration", "provisioning"), Matcher("cluster", "orders")},
+      "active", sbd::FormatRfc3339(std::chrono::system_clock::now() - std::chrono::minutes(1)),
+      sbd::FormatRfc3339(std::chrono::system_clock::now() + std::chrono::hours(1)))});
+  server.Get("/api/v2/silences", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(answer.dump(), "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread thread([&] { server.listen_after_bind(); });
+  sbd::SuppressionsSpec spec;
+  spec.alertmanager_silences.enabled = true;
+  spec.alertmanager_silences.alertmanager_urls = {"http://127.0.0.1:" + std::to_string(port)};
+  // Read once when the store is made: the first round already sees it.
+  sbd::DeclarationStore store(spec);
+  const auto active = store.Active(std::chrono::system_clock::now());
+  REQUIRE(active.size() == 1);
+  CHECK(active[0].id == "am:st1");
+  CHECK(active[0].source == "alertmanager");
+  const sbd::DeclarationsView view = store.View();
+  REQUIRE(view.silence_sources.size() == 1);
+  CHECK(view.silence_sources[0].up);
+  bool not_found = true;
+  sbd::StoreRefusal refusal = sbd::StoreRefusal::kNone;
+  CHECK(store.Remove("am:st1", &not_found, &refusal) ==
+        "declared as a silence in Alertmanager (http://127.0.0.1:" + std::to_string(port) +
+            "); expire it there: amtool silence expire st1");
+  CHECK(refusal == sbd::StoreRefusal::kNotRemovable);
+  CHECK(store.SilenceRefreshInterval() == Millis(5000));
+  // A reload that turns the source off drops its declarations at the next refresh.
+  spec.alertmanager_silences.enabled = false;
+  store.Reload(spec);
+  store.RefreshSilences();
+  CHECK(store.Active(std::chrono::system_clock::now()).empty());
+  CHECK(store.View().silence_sources.empty());
+  CHECK_FALSE(store.SilenceRefreshInterval().has_value());
   server.stop();
   thread.join();
 }
