@@ -9,7 +9,6 @@
 #pragma once
 
 #include <map>
-#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -71,22 +70,5 @@ struct SilenceDeclarations {
 /// the earliest end any of them gives (an expiry is never extended); one listed as ended by
 /// any of them ends then. Only what is active at `now` is kept. Pure.
 SilenceDeclarations MergeSilences(const std::vector<SilenceReadout>& readouts, WallTime now);
-
-/// Reads the silences of every configured Alertmanager at once, each with its own deadline
-/// (spec.timeout), and keeps what an unreadable one said last until each declaration's own
-/// expiry. Not thread-safe: one Read at a time (the store serializes them).
-class AlertmanagerSilenceReader {
- public:
-  SilenceDeclarations Read(const AlertmanagerSilencesSpec& spec, Millis max_duration, WallTime now);
-
- private:
-  /// Logs what appeared since the last Read: declarations, rejected silences, and (a warning)
-  /// silences that hide the page.
-  void LogChanges(const SilenceDeclarations& next);
-
-  std::map<std::string, SilenceReadout> last_;         ///< by URL: the last good readout
-  std::map<std::string, SilenceSourceStatus> status_;  ///< by URL
-  std::set<std::string> logged_;  ///< what LogChanges has told about and is still there
-};
 
 }  // namespace sbd

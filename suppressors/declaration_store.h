@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "detector/config.h"
-#include "suppressors/alertmanager_silences.h"
 #include "suppressors/declaration.h"
+#include "suppressors/silence_reader.h"
 
 namespace sbd {
 

@@ -11,6 +11,7 @@
 #include "suppressors/declaration_store.h"
 #include "suppressors/silence_fetch.h"
 #include "suppressors/silence_matchers.h"
+#include "suppressors/silence_reader.h"
 
 using nlohmann::json;
 using sbd::AlertmanagerSilencesSpec;
