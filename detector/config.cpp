@@ -31,6 +31,8 @@ constexpr Millis kMaxDefaultProbeTimeout{2000};
 constexpr const char* kDurationHint = "expected a duration like 500ms, 30s or 1m";
 constexpr Millis kMinResendInterval{1000};
 constexpr Millis kMinAlertTimeout{1};
+constexpr Millis kMinSilenceRefresh{1000};
+constexpr Millis kMinSilenceTimeout{100};
 constexpr const char* kPatroniOnly = "only valid for kind: patroni";
 constexpr const char* kNameHint = "expected a name of letters, digits, '_', '.' and '-'";
 constexpr const char* kUrlHint = "expected an http:// or https:// URL";
@@ -576,6 +578,7 @@ class ConfigParser {
     for (size_t i = 0; i < clusters->value.size(); ++i) {
       clusters_.push_back(ParseCluster(clusters->value[i], Index("clusters", i), seen));
     }
+    CollectPageLabels();
   }
 
   // ---- Clusters.
@@ -930,9 +933,13 @@ class ConfigParser {
   // ---- Suppressions.
 
   void ParseSuppressions(const Entry& entry, const std::string& path) {
-    const std::optional<Fields> fields =
-        ReadMapping(entry, path, {"max_duration", "dropin_dir", "state_file", "declarations"});
+    const std::optional<Fields> fields = ReadMapping(
+        entry, path,
+        {"max_duration", "dropin_dir", "state_file", "declarations", "alertmanager_silences"});
     if (!fields) return;
+    if (const Entry* silences = Optional(*fields, "alertmanager_silences")) {
+      ParseAlertmanagerSilences(*silences, Join(path, "alertmanager_silences"));
+    }
     const Timing max = Duration(*fields, path, "max_duration", Millis(60000));
     if (max.ok && max.given) suppressions_.max_duration = *max.given;
     for (const char* key : {"dropin_dir", "state_file"}) {
@@ -966,6 +973,51 @@ class ConfigParser {
     }
   }
 
+  // Declarations read from Alertmanager silences; by default from alerting.alertmanagers,
+  // which ParseRoot reads first.
+  void ParseAlertmanagerSilences(const Entry& entry, const std::string& path) {
+    const std::optional<Fields> fields =
+        ReadMapping(entry, path, {"enabled", "alertmanagers", "refresh_interval", "timeout"});
+    if (!fields) return;
+    AlertmanagerSilencesSpec& spec = suppressions_.alertmanager_silences;
+    // The block itself turns the source on; `enabled: false` keeps it written but off.
+    const Entry* enabled = Optional(*fields, "enabled");
+    spec.enabled = !enabled || Bool(*enabled, Join(path, "enabled")).value_or(false);
+    if (const Entry* alertmanagers = Optional(*fields, "alertmanagers")) {
+      ParseAlertmanagers(*alertmanagers, Join(path, "alertmanagers"), spec.alertmanager_urls);
+    } else {
+      spec.alertmanager_urls = alerting_.alertmanager_urls;
+    }
+    const Timing refresh = Duration(*fields, path, "refresh_interval", kMinSilenceRefresh);
+    const Timing timeout = Duration(*fields, path, "timeout", kMinSilenceTimeout);
+    if (refresh.ok && refresh.given) spec.refresh_interval = *refresh.given;
+    if (timeout.ok && timeout.given) spec.timeout = *timeout.given;
+    if (refresh.ok && timeout.ok && spec.timeout > spec.refresh_interval) {
+      AddError(timeout.given ? timeout.mark : refresh.mark,
+               Join(path, timeout.given ? "timeout" : "refresh_interval"),
+               "timeout " + FormatDuration(spec.timeout) + " is above refresh_interval " +
+                   FormatDuration(spec.refresh_interval));
+    }
+    if (spec.enabled && spec.alertmanager_urls.empty() && !Optional(*fields, "alertmanagers")) {
+      AddError(entry.Mark(), path,
+               "no Alertmanager to read silences from: list alertmanagers here or under "
+               "alerting.alertmanagers");
+    }
+  }
+
+  // The SplitBrain page's labels per cluster, for telling when a silence hides it.
+  void CollectPageLabels() {
+    for (const auto& cluster : clusters_) {
+      std::map<std::string, std::string> labels(alerting_.external_labels.begin(),
+                                                alerting_.external_labels.end());
+      labels["alertname"] = "SplitBrain";
+      labels["severity"] = "critical";
+      labels["cluster"] = cluster.name;
+      if (!cluster.scope.empty()) labels["scope"] = cluster.scope;
+      suppressions_.alertmanager_silences.page_labels.push_back(std::move(labels));
+    }
+  }
+
   // ---- Alerting.
 
   void ParseAlerting(const Entry& entry, const std::string& path) {
@@ -975,7 +1027,7 @@ class ConfigParser {
                      "runbook_base_url", "external_labels"});
     if (!fields) return;
     if (const Entry* alertmanagers = Optional(*fields, "alertmanagers")) {
-      ParseAlertmanagers(*alertmanagers, Join(path, "alertmanagers"));
+      ParseAlertmanagers(*alertmanagers, Join(path, "alertmanagers"), alerting_.alertmanager_urls);
     }
     const Timing resend = Duration(*fields, path, "resend_interval", kMinResendInterval);
     if (resend.ok && resend.given) alerting_.resend_interval = *resend.given;
@@ -994,7 +1046,8 @@ class ConfigParser {
     }
   }
 
-  void ParseAlertmanagers(const Entry& entry, const std::string& path) {
+  void ParseAlertmanagers(const Entry& entry, const std::string& path,
+                          std::vector<std::string>& urls) {
     if (!Sequence(entry, path)) return;
     SeenNames seen_urls;
     for (size_t i = 0; i < entry.value.size(); ++i) {
@@ -1013,7 +1066,7 @@ class ConfigParser {
                  "duplicate url (first at line " + std::to_string(first->second) + ")");
         continue;
       }
-      alerting_.alertmanager_urls.push_back(*url);
+      urls.push_back(*url);
     }
   }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -108,6 +109,20 @@ struct AlertingSpec {
   std::vector<std::pair<std::string, std::string>> external_labels;
 };
 
+/// Declarations kept as silences in the Alertmanager cluster
+/// (suppressions.alertmanager_silences; see suppressors/alertmanager_silences.h).
+struct AlertmanagerSilencesSpec {
+  bool enabled = false;
+  /// Where to read them: the block's own alertmanagers, else alerting.alertmanagers.
+  std::vector<std::string> alertmanager_urls;
+  Millis refresh_interval{5000};
+  /// Per Alertmanager and read: a hung one never delays the others or the drop-in refresh.
+  Millis timeout{2000};
+  /// The label set of the detector's SplitBrain page, one per cluster (external labels
+  /// included), to tell when a silence hides it.
+  std::vector<std::map<std::string, std::string>> page_labels;
+};
+
 /// Provisioning declarations and where they come from (see suppressors/).
 struct SuppressionsSpec {
   /// No declaration may be made for longer than this.
@@ -118,6 +133,8 @@ struct SuppressionsSpec {
   std::string state_file;
   /// Declarations written in the config itself.
   std::vector<Declaration> declarations;
+  /// Declarations read from Alertmanager silences.
+  AlertmanagerSilencesSpec alertmanager_silences;
 };
 
 /// A configuration that passed every check. The only config type the runtime accepts:

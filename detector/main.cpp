@@ -389,6 +389,9 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
       lock.lock();
     }
   });
+  // Declarations kept as Alertmanager silences (read once already, when the store was made)
+  // are re-read on a thread of their own, stopped before the store goes.
+  sbd::SilenceRefresher silence_refresher(store);
   spdlog::info("msg=\"started\" version={} listen_port={} tls={} clusters={}",
                sbd::GetBuildInfo().version, exporter.port(), web.cert_file.empty() ? "off" : "on",
                config.clusters().size());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 
 #include "detector/build_info.h"
@@ -337,6 +338,23 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
                             "Drop-in declaration files (and the API state file) rejected now; "
                             "see /status for file, line and column.",
                             MetricType::Gauge);
+  Family declarations_in_force("splitbrain_declarations",
+                               "Declarations in force now, by where they come from (config, "
+                               "file, api, alertmanager).",
+                               MetricType::Gauge);
+  Family silences_up("splitbrain_alertmanager_silences_up",
+                     "1 when the last read of this Alertmanager's silences succeeded; "
+                     "declarations last read from it stay until their own expiry.",
+                     MetricType::Gauge);
+  Family silences_success("splitbrain_alertmanager_silences_last_success_timestamp_seconds",
+                          "When this Alertmanager's silences were last read.", MetricType::Gauge);
+  Family silence_errors("splitbrain_declaration_silence_errors",
+                        "Silences with a splitbrain_declaration matcher rejected now; see "
+                        "/status for each one and why.",
+                        MetricType::Gauge);
+  Family page_silences("splitbrain_alertmanager_page_silences",
+                       "Active silences in Alertmanager that match the SplitBrain page.",
+                       MetricType::Gauge);
   if (declarations_) {
     const DeclarationsView view = declarations_();
     const auto now = WallClock::now();
@@ -353,6 +371,21 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
     std::set<std::string> bad_files;
     for (const auto& e : view.errors) bad_files.insert(e.file);
     declaration_errors.Add({}, static_cast<double>(bad_files.size()));
+    std::map<std::string, double> by_source = {
+        {"config", 0}, {"file", 0}, {"api", 0}, {"alertmanager", 0}};
+    for (const auto& d : view.all) by_source[d.source] += d.ActiveAt(now) ? 1 : 0;
+    for (const auto& [source, count] : by_source)
+      declarations_in_force.Add({{"source", source}}, count);
+    for (const auto& s : view.silence_sources) {
+      silences_up.Add({{"alertmanager", s.alertmanager}}, s.up ? 1 : 0);
+      if (s.last_success_unix > 0) {
+        silences_success.Add({{"alertmanager", s.alertmanager}}, s.last_success_unix);
+      }
+    }
+    if (!view.silence_sources.empty()) {
+      silence_errors.Add({}, static_cast<double>(view.silence_errors.size()));
+      page_silences.Add({}, static_cast<double>(view.page_silences.size()));
+    }
   }
 
   Family pushes("splitbrain_alertmanager_pushes_total",
@@ -425,7 +458,12 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
                     &transitions,
                     &lineage_forked,
                     &declaration_expiry,
-                    &declaration_errors}) {
+                    &declaration_errors,
+                    &declarations_in_force,
+                    &silences_up,
+                    &silences_success,
+                    &silence_errors,
+                    &page_silences}) {
     out.push_back(f->Take());
   }
   for (auto& f : RuntimeHealthFamilies(clusters)) out.push_back(std::move(f));

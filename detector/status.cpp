@@ -50,6 +50,52 @@ nlohmann::json DeclarationJson(const Declaration& d, WallClock::time_point now) 
           {"active", d.ActiveAt(now)}};
 }
 
+namespace {
+
+// What the Alertmanager silences say: each Alertmanager read, the declaration silences
+// rejected, and the silences that hide the page.
+void AddSilences(const DeclarationsView& view, nlohmann::json& out) {
+  if (view.silence_sources.empty()) return;
+  out["silence_sources"] = nlohmann::json::array();
+  for (const auto& s : view.silence_sources) {
+    nlohmann::json source = {{"alertmanager", s.alertmanager}, {"up", s.up}};
+    if (s.last_success_unix > 0) {
+      source["last_success"] =
+          FormatRfc3339(WallClock::time_point(std::chrono::duration_cast<WallClock::duration>(
+              std::chrono::duration<double>(s.last_success_unix))));
+    }
+    if (!s.error.empty()) source["error"] = s.error;
+    out["silence_sources"].push_back(std::move(source));
+  }
+  out["silence_errors"] = nlohmann::json::array();
+  for (const auto& f : view.silence_errors) out["silence_errors"].push_back(f.ToString());
+  out["page_silences"] = nlohmann::json::array();
+  for (const auto& f : view.page_silences) out["page_silences"].push_back(f.ToString());
+}
+
+void SilencesText(const nlohmann::json& status, std::ostream& out) {
+  if (!status.contains("silence_sources")) return;
+  out << "Alertmanager silences:\n";
+  for (const auto& s : status["silence_sources"]) {
+    out << "  " << s["alertmanager"].get<std::string>() << ": "
+        << (s["up"].get<bool>() ? "read" : "UNREADABLE: " + s.value("error", std::string()))
+        << (s.contains("last_success") ? "; last read " + s["last_success"].get<std::string>()
+                                       : std::string("; never read"))
+        << "\n";
+  }
+  if (!status["silence_errors"].empty()) {
+    out << "Rejected declaration silences:\n";
+    for (const auto& e : status["silence_errors"]) out << "  " << e.get<std::string>() << "\n";
+  }
+  if (!status["page_silences"].empty()) {
+    out << "WARNING: the SplitBrain page is being silenced in Alertmanager; a real split brain "
+           "would page nobody:\n";
+    for (const auto& e : status["page_silences"]) out << "  " << e.get<std::string>() << "\n";
+  }
+}
+
+}  // namespace
+
 nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters,
                           const DeclarationsView* declarations) {
   using nlohmann::json;
@@ -60,6 +106,7 @@ nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters,
     for (const auto& d : declarations->all) out["declarations"].push_back(DeclarationJson(d, now));
     out["declaration_errors"] = json::array();
     for (const auto& e : declarations->errors) out["declaration_errors"].push_back(e.ToString());
+    AddSilences(*declarations, out);
   }
   for (const auto& c : clusters) {
     json cluster = {{"name", c.spec.name},
@@ -293,7 +340,10 @@ std::string StatusText(const std::vector<ClusterSnapshot>& clusters,
       if (!d["member"].get<std::string>().empty()) {
         out << " member " << d["member"].get<std::string>();
       }
-      out << " by " << d["author"].get<std::string>() << " (" << d["source"].get<std::string>()
+      // A silence says which Alertmanagers hold it: where to look, and expire it.
+      const std::string source = d["source"].get<std::string>();
+      out << " by " << d["author"].get<std::string>() << " (" << source
+          << (source == "alertmanager" ? " " + d["origin"].get<std::string>() : "")
           << "): " << d["reason"].get<std::string>() << "; "
           << (d["active"].get<bool>() ? "until " : "EXPIRED ") << d["expires"].get<std::string>()
           << "\n";
@@ -303,6 +353,7 @@ std::string StatusText(const std::vector<ClusterSnapshot>& clusters,
     out << "Rejected declaration files:\n";
     for (const auto& e : status["declaration_errors"]) out << "  " << e.get<std::string>() << "\n";
   }
+  SilencesText(status, out);
   return out.str();
 }
 

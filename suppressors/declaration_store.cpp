@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include "detector/internal_errors.h"
 #include "detector/logfmt.h"
 
 namespace sbd {
@@ -109,6 +110,32 @@ DeclarationStore::DeclarationStore(const SuppressionsSpec& spec) : spec_(spec) {
   api_ = std::move(state.declarations);
   state_errors_ = std::move(state.errors);
   Refresh();
+  RefreshSilences();
+}
+
+void DeclarationStore::RefreshSilences() {
+  std::lock_guard<std::mutex> reading(silence_mu_);
+  AlertmanagerSilencesSpec spec;
+  Millis max_duration;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    spec = spec_.alertmanager_silences;
+    max_duration = spec_.max_duration;
+  }
+  SilenceDeclarations next;
+  if (spec.enabled) {
+    next = silence_reader_.Read(spec, max_duration, std::chrono::system_clock::now());
+  } else {
+    silence_reader_ = AlertmanagerSilenceReader();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  silences_ = std::move(next);
+}
+
+std::optional<Millis> DeclarationStore::SilenceRefreshInterval() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!spec_.alertmanager_silences.enabled) return std::nullopt;
+  return spec_.alertmanager_silences.refresh_interval;
 }
 
 void DeclarationStore::Reload(const SuppressionsSpec& spec) {
@@ -295,6 +322,7 @@ std::vector<Declaration> DeclarationStore::All() const {
     if (dropin.declaration) out.push_back(*dropin.declaration);
   }
   out.insert(out.end(), api_.begin(), api_.end());
+  out.insert(out.end(), silences_.declarations.begin(), silences_.declarations.end());
   return out;
 }
 
@@ -315,7 +343,14 @@ std::vector<ConfigError> DeclarationStore::FileErrors() const {
   return out;
 }
 
-DeclarationsView DeclarationStore::View() const { return {All(), FileErrors()}; }
+DeclarationsView DeclarationStore::View() const {
+  DeclarationsView view{All(), FileErrors(), {}, {}, {}};
+  std::lock_guard<std::mutex> lock(mu_);
+  view.silence_sources = silences_.sources;
+  view.silence_errors = silences_.rejected;
+  view.page_silences = silences_.page_silences;
+  return view;
+}
 
 // mu_ is held.
 std::optional<std::string> DeclarationStore::WritesRefused(StoreRefusal* refusal) const {
@@ -421,6 +456,13 @@ std::string DeclarationStore::Remove(const std::string& id, bool* not_found,
       return "declared in the drop-in file " + path + "; delete that file";
     }
   }
+  for (const auto& d : silences_.declarations) {
+    if (d.id == id) {
+      *refusal = StoreRefusal::kNotRemovable;
+      return "declared as a silence in Alertmanager (" + d.origin +
+             "); expire it there: amtool silence expire " + id.substr(3);
+    }
+  }
   // Before "not found": a rejected state file may hold it.
   if (auto why = WritesRefused(refusal)) return *why;
   auto it = std::find_if(api_.begin(), api_.end(), [&](const auto& d) { return d.id == id; });
@@ -442,6 +484,30 @@ std::string DeclarationStore::Remove(const std::string& id, bool* not_found,
   spdlog::info("msg=\"declaration removed\" declaration=\"{}\"", LogfmtEscape(it->Describe()));
   api_ = std::move(next);
   return "";
+}
+
+SilenceRefresher::SilenceRefresher(std::shared_ptr<DeclarationStore> store)
+    : store_(std::move(store)) {
+  thread_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      // While off, look every second: a reload may turn it on (or off: then it clears).
+      const Millis interval = store_->SilenceRefreshInterval().value_or(Millis(1000));
+      if (cv_.wait_for(lock, interval, [this] { return stop_; })) return;
+      lock.unlock();
+      Guarded("silence reader", [this] { store_->RefreshSilences(); });
+      lock.lock();
+    }
+  });
+}
+
+SilenceRefresher::~SilenceRefresher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
 }
 
 }  // namespace sbd

@@ -3,22 +3,30 @@
 // they survive a restart). Thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
 #include "detector/config.h"
 #include "suppressors/declaration.h"
+#include "suppressors/silence_reader.h"
 
 namespace sbd {
 
-/// What the exporter shows: every declaration and every rejected file.
+/// What the exporter shows: every declaration and every rejected file, and what the
+/// Alertmanager silences say (empty when they are not read).
 struct DeclarationsView {
   std::vector<Declaration> all;
   std::vector<ConfigError> errors;
+  std::vector<SilenceSourceStatus> silence_sources;
+  std::vector<SilenceFinding> silence_errors;  ///< declaration silences rejected, and why
+  std::vector<SilenceFinding> page_silences;   ///< silences that hide the SplitBrain page
 };
 
 /// Why the store refused a write through the API, so that the HTTP layer can answer with the
@@ -37,7 +45,9 @@ enum class StoreRefusal {
 class DeclarationStore {
  public:
   /// Loads the state file (a missing one is empty; an unreadable or malformed one is an
-  /// error kept in FileErrors(), and the API then refuses writes rather than lose it).
+  /// error kept in FileErrors(), and the API then refuses writes rather than lose it), reads
+  /// the drop-in directory and, when enabled, the Alertmanager silences (waiting up to their
+  /// timeout), so that the first round already sees every declaration.
   explicit DeclarationStore(const SuppressionsSpec& spec);
 
   /// Takes a reloaded config's suppressions in place, so that one store (and its mutex) serves
@@ -60,7 +70,16 @@ class DeclarationStore {
   /// first seen by this process, whichever is earlier (a future mtime counts as now, logged).
   void Refresh();
 
-  /// Every declaration (config, files, API), expired ones included, in that order.
+  /// Re-reads the Alertmanager silences (when suppressions.alertmanager_silences is enabled):
+  /// every Alertmanager at once, each within its timeout. Runs beside Refresh, never blocking
+  /// it; one at a time. What an unreadable Alertmanager said last stays until each
+  /// declaration's own expiry.
+  void RefreshSilences();
+  /// How often RefreshSilences should run; nullopt while silences are not read.
+  std::optional<Millis> SilenceRefreshInterval() const;
+
+  /// Every declaration (config, files, API, Alertmanager silences), expired ones included,
+  /// in that order.
   std::vector<Declaration> All() const;
   /// The ones in force at `now`.
   std::vector<Declaration> Active(WallTime now) const;
@@ -98,12 +117,33 @@ class DeclarationStore {
   bool Persist(const std::vector<Declaration>& api, std::string* error) const;
   void RefreshLocked(bool reparse);
 
-  std::mutex refresh_mu_;  ///< one Refresh or Reload at a time; taken before mu_
-  mutable std::mutex mu_;  ///< everything below
+  std::mutex refresh_mu_;                     ///< one Refresh or Reload at a time; taken before mu_
+  std::mutex silence_mu_;                     ///< one RefreshSilences at a time; taken before mu_
+  AlertmanagerSilenceReader silence_reader_;  ///< under silence_mu_
+  mutable std::mutex mu_;                     ///< everything below
   SuppressionsSpec spec_;
   std::map<std::string, DropIn> dropins_;  ///< by path
   std::vector<Declaration> api_;
   std::vector<ConfigError> state_errors_;
+  SilenceDeclarations silences_;
+};
+
+/// Calls store->RefreshSilences() every refresh_interval (re-read after each pass, so a reload
+/// can turn it on or off) on a thread of its own, so that a hung Alertmanager never delays the
+/// drop-in refresh, until destroyed. Not copyable.
+class SilenceRefresher {
+ public:
+  explicit SilenceRefresher(std::shared_ptr<DeclarationStore> store);
+  ~SilenceRefresher();
+  SilenceRefresher(const SilenceRefresher&) = delete;
+  SilenceRefresher& operator=(const SilenceRefresher&) = delete;
+
+ private:
+  std::shared_ptr<DeclarationStore> store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 }  // namespace sbd

@@ -339,6 +339,21 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
        {"2:18: alerting.alertmanagers: expected a sequence",
         "3:20: alerting.resend_interval: resend_interval 500ms is below the minimum 1s",
         "4:12: alerting.timeout: timeout 0s is below the minimum 1ms"}},
+      {"invalid-alertmanager-silences.yml",
+       {"3:14: suppressions.alertmanager_silences.enabled: expected true or false",
+        "4:23: suppressions.alertmanager_silences.refresh_interval: refresh_interval 500ms is "
+        "below the minimum 1s",
+        "5:14: suppressions.alertmanager_silences.timeout: expected a duration like 500ms, 30s or "
+        "1m",
+        "7:14: suppressions.alertmanager_silences.alertmanagers[0].url: expected an http:// or "
+        "https:// URL",
+        "8:9: suppressions.alertmanager_silences.alertmanagers[1].url: required",
+        "9:5: suppressions.alertmanager_silences.cache: unknown key"}},
+      {"invalid-alertmanager-silences-nowhere.yml",
+       {"3:5: suppressions.alertmanager_silences: no Alertmanager to read silences from: list "
+        "alertmanagers here or under alerting.alertmanagers",
+        "4:14: suppressions.alertmanager_silences.timeout: timeout 3s is above refresh_interval "
+        "2s"}},
       {"invalid-external-label.yml",
        {"6:5: alerting.external_labels.severity: reserved: the detector sets alertname, "
         "severity, cluster and scope itself",
@@ -514,5 +529,47 @@ TEST_CASE("config: ResolvePassword errors name the source but not the secret", "
   const std::string unset = PasswordError(member);
   for (const std::string& error : {missing, directory, unset}) {
     CHECK(error.find("secret") == std::string::npos);
+  }
+}
+
+TEST_CASE("config: alertmanager_silences reads alerting's Alertmanagers unless given its own",
+          "[config]") {
+  const std::string clusters =
+      "clusters:\n  - name: orders\n    members:\n      - name: pg1\n        dsn: host=h\n";
+  const std::string alerting =
+      "alerting:\n  alertmanagers:\n    - url: http://am1:9093\n    - url: http://am2:9093/\n"
+      "  external_labels:\n    env: prod\n";
+  SECTION("absent: off") {
+    const auto spec =
+        Valid(sbd::ParseConfig(alerting + clusters, "c.yml")).suppressions().alertmanager_silences;
+    CHECK_FALSE(spec.enabled);
+  }
+  SECTION("the block alone: on, from alerting.alertmanagers, with the defaults") {
+    const auto spec =
+        Valid(sbd::ParseConfig(alerting + "suppressions:\n  alertmanager_silences: {}\n" + clusters,
+                               "c.yml"))
+            .suppressions()
+            .alertmanager_silences;
+    CHECK(spec.enabled);
+    CHECK(spec.alertmanager_urls == std::vector<std::string>{"http://am1:9093", "http://am2:9093"});
+    CHECK(spec.refresh_interval == Millis(5000));
+    CHECK(spec.timeout == Millis(2000));
+    REQUIRE(spec.page_labels.size() == 1);
+    CHECK(spec.page_labels[0] == std::map<std::string, std::string>{{"alertname", "SplitBrain"},
+                                                                    {"severity", "critical"},
+                                                                    {"cluster", "orders"},
+                                                                    {"env", "prod"}});
+  }
+  SECTION("its own Alertmanagers and timings; enabled: false keeps them but reads nothing") {
+    const std::string text = alerting +
+                             "suppressions:\n  alertmanager_silences:\n    enabled: false\n"
+                             "    refresh_interval: 10s\n    timeout: 1s\n"
+                             "    alertmanagers:\n      - url: https://u:p@am3:9093\n" +
+                             clusters;
+    const auto spec = Valid(sbd::ParseConfig(text, "c.yml")).suppressions().alertmanager_silences;
+    CHECK_FALSE(spec.enabled);
+    CHECK(spec.alertmanager_urls == std::vector<std::string>{"https://u:p@am3:9093"});
+    CHECK(spec.refresh_interval == Millis(10000));
+    CHECK(spec.timeout == Millis(1000));
   }
 }
