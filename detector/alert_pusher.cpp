@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "detector/alertmanager_url.h"
 #include "detector/internal_errors.h"
 
 namespace sbd {
@@ -22,62 +23,17 @@ using SystemClock = std::chrono::system_clock;
 
 constexpr std::chrono::seconds kDropLogInterval{10};
 
-// One Alertmanager base URL, split into what httplib wants and what may be shown.
-struct Endpoint {
-  std::string scheme_host_port;  // "http://127.0.0.1:9093", for httplib::Client
-  std::string path;              // "/prefix/api/v2/alerts"
-  std::string redacted;          // the URL without credentials, for stats and logs
-  bool has_auth = false;
-  std::string user;
-  std::string password;
+// One Alertmanager: its parts (see alertmanager_url.h) and where alerts are posted.
+struct Endpoint : AlertmanagerEndpoint {
+  std::string path;  // "/prefix/api/v2/alerts"
 };
-
-std::string PercentDecode(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() &&
-        std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
-      out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
 
 Endpoint ParseUrl(const std::string& url) {
   Endpoint ep;
-  const auto scheme_end = url.find("://");
-  std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
-  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  const std::string rest = scheme_end == std::string::npos ? url : url.substr(scheme_end + 3);
-  const auto authority_end = rest.find_first_of("/?#");
-  std::string authority = rest.substr(0, authority_end);
-  std::string path = authority_end == std::string::npos ? "" : rest.substr(authority_end);
-  path = path.substr(0, path.find_first_of("?#"));
-  const auto at = authority.rfind('@');
-  if (at != std::string::npos) {
-    const std::string userinfo = authority.substr(0, at);
-    authority = authority.substr(at + 1);
-    const auto colon = userinfo.find(':');
-    ep.has_auth = true;
-    ep.user = PercentDecode(userinfo.substr(0, colon));
-    ep.password = colon == std::string::npos ? "" : PercentDecode(userinfo.substr(colon + 1));
-  }
-  while (!path.empty() && path.back() == '/') path.pop_back();
-  ep.redacted = (scheme.empty() ? "" : scheme + "://") + authority + path;
-  if (scheme != "http" && scheme != "https") {
-    throw std::invalid_argument("Alertmanager URL \"" + ep.redacted +
-                                "\" does not start with http:// or https://");
-  }
-  if (authority.empty() || authority.front() == ':') {
-    throw std::invalid_argument("Alertmanager URL \"" + ep.redacted + "\" has no host");
-  }
-  ep.scheme_host_port = scheme + "://" + authority;
-  ep.path = path + "/api/v2/alerts";
+  static_cast<AlertmanagerEndpoint&>(ep) = SplitAlertmanagerUrl(url);
+  // Misuse at start-up throws (the config validated the URLs already).
+  if (!ep.error.empty()) throw std::invalid_argument(ep.error);
+  ep.path = ep.base_path + "/api/v2/alerts";
   return ep;
 }
 

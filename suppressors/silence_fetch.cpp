@@ -4,57 +4,23 @@
 
 #include <cctype>
 
+#include "detector/alertmanager_url.h"
+
 namespace sbd {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-struct Endpoint {
-  std::string scheme_host_port;  // for httplib::Client
-  std::string path;              // "/prefix/api/v2/silences"
-  std::string redacted;
-  std::string user;
-  std::string password;
-  bool has_auth = false;
+// One Alertmanager: its parts (see alertmanager_url.h) and where silences are read.
+struct Endpoint : AlertmanagerEndpoint {
+  std::string path;  // "/prefix/api/v2/silences"
 };
-
-std::string PercentDecode(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() &&
-        std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
-      out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
 
 // The config checked the URL is http(s)://...; nothing here throws on a malformed one.
 Endpoint Split(const std::string& url) {
   Endpoint ep;
-  const auto scheme_end = url.find("://");
-  const std::string scheme = scheme_end == std::string::npos ? "http" : url.substr(0, scheme_end);
-  const std::string rest = scheme_end == std::string::npos ? url : url.substr(scheme_end + 3);
-  const auto authority_end = rest.find_first_of("/?#");
-  std::string authority = rest.substr(0, authority_end);
-  std::string path = authority_end == std::string::npos ? "" : rest.substr(authority_end);
-  path = path.substr(0, path.find_first_of("?#"));
-  while (!path.empty() && path.back() == '/') path.pop_back();
-  if (const auto at = authority.rfind('@'); at != std::string::npos) {
-    const std::string userinfo = authority.substr(0, at);
-    authority = authority.substr(at + 1);
-    const auto colon = userinfo.find(':');
-    ep.has_auth = true;
-    ep.user = PercentDecode(userinfo.substr(0, colon));
-    ep.password = colon == std::string::npos ? "" : PercentDecode(userinfo.substr(colon + 1));
-  }
-  ep.scheme_host_port = scheme + "://" + authority;
-  ep.redacted = ep.scheme_host_port + path;
-  ep.path = path + "/api/v2/silences";
+  static_cast<AlertmanagerEndpoint&>(ep) = SplitAlertmanagerUrl(url);
+  ep.path = ep.base_path + "/api/v2/silences";
   return ep;
 }
 

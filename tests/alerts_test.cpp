@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "detector/alertmanager_url.h"
+
 namespace sbd {
 namespace {
 
@@ -128,6 +130,24 @@ TEST_CASE("alerts: an unreadable lock store warns after three rounds", "[alerts]
   auto alerts = AlertsFor(c, alerting, kLinks);
   REQUIRE(alerts.size() == 1);
   CHECK(alerts.front().labels.at("alertname") == "LockStoreUnreadable");
+}
+
+TEST_CASE("alertmanager url: credentials are split out, decoded and never shown", "[alerts]") {
+  const AlertmanagerEndpoint ep =
+      SplitAlertmanagerUrl("HTTPS://am%40ops:p%3Ass@am.example:9093/prefix/?x=1#f");
+  CHECK(ep.error.empty());
+  CHECK(ep.scheme_host_port == "https://am.example:9093");
+  CHECK(ep.base_path == "/prefix");
+  CHECK(ep.has_auth);
+  CHECK(ep.user == "am@ops");
+  CHECK(ep.password == "p:ss");
+  CHECK(ep.redacted == "https://am.example:9093/prefix");
+  CHECK(SplitAlertmanagerUrl("ftp://am:1").error.find("http://") != std::string::npos);
+  CHECK(SplitAlertmanagerUrl("http://user:secret@:9093").error.find("no host") !=
+        std::string::npos);
+  CHECK(SplitAlertmanagerUrl("http://user:secret@:9093").redacted.find("secret") ==
+        std::string::npos);
+  CHECK(SplitAlertmanagerUrl("http://am:9093%").base_path.empty());
 }
 
 }  // namespace sbd
