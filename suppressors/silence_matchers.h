@@ -1,6 +1,6 @@
 // Alertmanager silence matchers, evaluated against the detector's own page to tell whether a
-// silence hides it. Regular expressions are untrusted: they are run by a linear-time automaton
-// over a subset of RE2 syntax, never by a backtracking engine.
+// silence hides it. Regular expressions are untrusted: they are run by RE2 (the syntax
+// Alertmanager's Go regexp accepts; linear time, bounded memory), never by a backtracking engine.
 #pragma once
 
 #include <map>
@@ -19,9 +19,8 @@ struct SilenceMatcher {
 };
 
 /// True when `pattern` (RE2 syntax, anchored at both ends as Alertmanager anchors it) may
-/// match `text`. Syntax outside the supported subset (literals, escapes, `.`, classes, groups,
-/// `|`, `*`, `+`, `?`) counts as a match: the caller errs towards warning. Linear in
-/// pattern times text. Thread-safe (pure).
+/// match `text`. A pattern RE2 cannot compile counts as a match: the caller errs towards
+/// warning. Linear in pattern times text. Thread-safe (pure).
 bool RegexMayMatch(const std::string& pattern, const std::string& text);
 
 /// True when every matcher may match the label set (an absent label is ""), i.e. the silence
