@@ -282,16 +282,13 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
   reload_status.last_attempt_timestamp = Now();
   std::mutex scheduler_mu;
   auto scheduler = std::make_shared<sbd::Scheduler>(config);
-  auto store = std::make_shared<sbd::DeclarationStore>(config.suppressions());
+  // One declaration store for the life of the process, reloaded in place (never swapped).
+  const auto store = std::make_shared<sbd::DeclarationStore>(config.suppressions());
   auto current = [&] {
     std::lock_guard<std::mutex> lock(scheduler_mu);
     return scheduler;
   };
-  auto current_store = [&] {
-    std::lock_guard<std::mutex> lock(scheduler_mu);
-    return store;
-  };
-  auto declarations = [&](sbd::WallClock::time_point t) { return current_store()->Active(t); };
+  auto declarations = [&](sbd::WallClock::time_point t) { return store->Active(t); };
 
   sbd::Exporter::Sources sources;
   sources.metrics = std::make_shared<sbd::DetectorCollector>(
@@ -301,22 +298,22 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
         return alert_path && alert_path->pusher ? alert_path->pusher->Stats()
                                                 : std::vector<sbd::AlertmanagerStats>{};
       },
-      [&] { return current_store()->View(); });
+      [&] { return store->View(); });
   sources.status = [&](bool as_text) {
     const auto snapshot = current()->Snapshot();
-    const sbd::DeclarationsView view = current_store()->View();
+    const sbd::DeclarationsView view = store->View();
     return as_text ? sbd::StatusText(snapshot, &view)
                    : sbd::StatusJson(snapshot, &view).dump(2) + "\n";
   };
   sources.list_declarations = [&]() -> sbd::Exporter::Sources::Answer {
     nlohmann::json list = nlohmann::json::array();
     const auto now = sbd::WallClock::now();
-    for (const auto& d : current_store()->All()) list.push_back(sbd::DeclarationJson(d, now));
+    for (const auto& d : store->All()) list.push_back(sbd::DeclarationJson(d, now));
     return {200, nlohmann::json{{"declarations", list}}.dump(2) + "\n"};
   };
   sources.add_declaration = [&](const std::string& body) -> sbd::Exporter::Sources::Answer {
     sbd::StoreRefusal refusal = sbd::StoreRefusal::kNone;
-    auto added = current_store()->Add(body, sbd::WallClock::now(), std::nullopt, &refusal);
+    auto added = store->Add(body, sbd::WallClock::now(), std::nullopt, &refusal);
     if (auto* errors = std::get_if<std::vector<sbd::ConfigError>>(&added)) {
       return ErrorAnswer(RefusalStatus(refusal), *errors);
     }
@@ -327,7 +324,7 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
   sources.remove_declaration = [&](const std::string& id) -> sbd::Exporter::Sources::Answer {
     bool not_found = false;
     sbd::StoreRefusal refusal = sbd::StoreRefusal::kNone;
-    const std::string why = current_store()->Remove(id, &not_found, &refusal);
+    const std::string why = store->Remove(id, &not_found, &refusal);
     if (why.empty()) return {200, nlohmann::json{{"removed", id}}.dump() + "\n"};
     return ErrorAnswer(RefusalStatus(refusal), {{"", 0, 0, "", why}});
   };
@@ -378,7 +375,7 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
       const std::vector<std::string> globs = watched;
       lock.unlock();
       sbd::Guarded("file watcher", [&] {
-        current_store()->Refresh();
+        store->Refresh();
         const std::string now = sbd::FileSdFingerprint(globs);
         if (now != fingerprint) {
           fingerprint = now;
@@ -441,8 +438,8 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
     {
       std::lock_guard<std::mutex> lock(scheduler_mu);
       scheduler = next;
-      // One store for the life of the process, reloaded in place: a DELETE or POST answered
-      // during the reload is never undone by a store built from the files before it.
+      // Reloaded in place, with the scheduler's swap: a DELETE or POST answered during the
+      // reload is never undone by a store built from the files before it.
       store->Reload(reloaded->suppressions());
     }
     next->Start();
