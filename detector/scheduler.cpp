@@ -214,12 +214,8 @@ void Scheduler::Inherit(const std::vector<ClusterSnapshot>& previous) {
       if (!configured && member.discovered && now.spec.discovery.enabled &&
           DiscoveredCount(now.spec) < static_cast<size_t>(now.spec.discovery.max_members)) {
         // The new discovery settings (dsn, credentials) apply; the address is the one found.
-        MemberSpec again =
-            MemberAt(member.name, SplitHostPort(member.address), now.spec.discovery.dsn,
-                     now.spec.discovery.password_file, now.spec.discovery.password_env);
-        again.patroni_url = member.patroni_url;
-        again.discovered = true;
-        AddMemberSlot(*cluster, std::move(again));
+        AddMemberSlot(*cluster, DiscoveredAt(now.spec, member.name, SplitHostPort(member.address),
+                                             member.patroni_url));
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -720,9 +716,14 @@ std::optional<MemberSpec> DiscoveredMember(const ClusterSpec& spec, const DcsMem
   }
   const HostPort at = SplitHostPort(authority);
   if (at.host.empty()) return std::nullopt;
-  MemberSpec member = MemberAt(registered.name, at, spec.discovery.dsn,
-                               spec.discovery.password_file, spec.discovery.password_env);
-  if (!registered.api_url.empty()) member.patroni_url = UrlBase(registered.api_url);
+  return DiscoveredAt(spec, registered.name, at, registered.api_url);
+}
+
+MemberSpec DiscoveredAt(const ClusterSpec& spec, const std::string& name, const HostPort& at,
+                        const std::string& api_url) {
+  MemberSpec member = MemberAt(name, at, spec.discovery.dsn, spec.discovery.password_file,
+                               spec.discovery.password_env);
+  if (!api_url.empty()) member.patroni_url = UrlBase(api_url);
   member.discovered = true;
   return member;
 }

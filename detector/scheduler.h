@@ -93,6 +93,10 @@ using DeclarationSource = std::function<std::vector<Declaration>(WallClock::time
 /// A member found in the DCS, with the cluster's discovery settings; nullopt when its
 /// conn_url has no usable host.
 std::optional<MemberSpec> DiscoveredMember(const ClusterSpec& spec, const DcsMember& registered);
+/// A discovered member at `at`, with the cluster's discovery settings (dsn, credentials) and
+/// its REST API at `api_url` (may be empty).
+MemberSpec DiscoveredAt(const ClusterSpec& spec, const std::string& name, const HostPort& at,
+                        const std::string& api_url);
 
 /// A fixed pool of threads that run probes. Sized so that members blocked until their
 /// deadlines cannot starve the others. Thread-safe.
