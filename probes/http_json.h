@@ -4,6 +4,7 @@
 #include <string>
 #include <variant>
 
+#include "detector/common/base64.h"
 #include "probes/probe.h"
 
 namespace sbd {
@@ -20,11 +21,6 @@ std::variant<nlohmann::json, ProbeFailure> FetchJson(const std::string& base_url
                                                      const std::string& post_body,
                                                      SteadyClock::time_point deadline,
                                                      size_t max_bytes = kMaxResponseBytes);
-
-/// Standard base64 (with padding), as etcd's JSON gateway uses for keys and values.
-std::string Base64Encode(const std::string& bytes);
-/// Decodes standard base64; nullopt when malformed.
-std::optional<std::string> Base64Decode(const std::string& text);
 
 /// "scheme://host:port" of a URL, dropping any path and any user:password@ part.
 std::string UrlBase(const std::string& url);

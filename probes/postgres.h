@@ -4,7 +4,7 @@
 #include <pqxx/connection>
 #include <string>
 
-#include "detector/config.h"
+#include "detector/config/config.h"
 #include "probes/probe.h"
 
 namespace sbd {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "detector/logfmt.h"
+#include "detector/common/logfmt.h"
 #include "suppressors/silence_matchers.h"
 
 namespace sbd {

@@ -13,8 +13,8 @@
 #include <variant>
 #include <vector>
 
-#include "detector/config.h"
-#include "suppressors/declaration.h"
+#include "detector/config/config.h"
+#include "detector/config/declaration.h"
 
 namespace sbd {
 

@@ -14,8 +14,8 @@
 #include <random>
 #include <sstream>
 
-#include "detector/internal_errors.h"
-#include "detector/logfmt.h"
+#include "detector/common/internal_errors.h"
+#include "detector/common/logfmt.h"
 
 namespace sbd {
 namespace {

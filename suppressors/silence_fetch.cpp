@@ -4,7 +4,7 @@
 
 #include <cctype>
 
-#include "detector/alertmanager_url.h"
+#include "detector/common/alertmanager_url.h"
 
 namespace sbd {
 namespace {

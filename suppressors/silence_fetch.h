@@ -5,7 +5,7 @@
 #include <string>
 #include <variant>
 
-#include "detector/config.h"
+#include "detector/config/config.h"
 
 namespace sbd {
 

@@ -2,7 +2,7 @@
 
 #include <re2/re2.h>
 
-#include "detector/logfmt.h"
+#include "detector/common/logfmt.h"
 
 namespace sbd {
 namespace {

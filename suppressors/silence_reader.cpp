@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <future>
 
-#include "detector/logfmt.h"
+#include "detector/common/logfmt.h"
 #include "suppressors/silence_fetch.h"
 
 namespace sbd {

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "detector/config.h"
-#include "detector/verdict.h"
+#include "detector/config/config.h"
+#include "detector/config/declaration.h"
+#include "detector/verdicts/verdict.h"
 #include "probes/probe.h"
-#include "suppressors/declaration.h"
 
 namespace sbd {
 

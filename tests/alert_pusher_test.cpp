@@ -1,6 +1,6 @@
 // AlertPusher against a real Alertmanager 0.25 whose notifications land in an in-test webhook
 // receiver, plus dead, black-holed and fake Alertmanagers.
-#include "detector/alert_pusher.h"
+#include "detector/alerting/alert_pusher.h"
 
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>

@@ -1,8 +1,8 @@
-#include "detector/alerts.h"
+#include "detector/output/alerts.h"
 
 #include <catch2/catch.hpp>
 
-#include "detector/alertmanager_url.h"
+#include "detector/common/alertmanager_url.h"
 
 namespace sbd {
 namespace {

@@ -1,4 +1,4 @@
-#include "detector/config.h"
+#include "detector/config/config.h"
 
 #include <libpq-fe.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 // Declarations and their store under hostile input: log forging, a rejected state file, future
 // mtimes, overflowing times, concurrent writers, and a reload in place. Real files in a temp dir.
-#include "suppressors/declaration.h"
+#include "detector/config/declaration.h"
 
 #include <dirent.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "detector/logfmt.h"
+#include "detector/common/logfmt.h"
 #include "suppressors/declaration_store.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"

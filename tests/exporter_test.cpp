@@ -1,6 +1,6 @@
 // The exporter on a real loopback listener: TLS and basic auth from --web.config.file, and
 // strict parsing of that file.
-#include "detector/exporter.h"
+#include "detector/output/exporter.h"
 
 #include <arpa/inet.h>
 #include <crypt.h>
@@ -15,7 +15,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 
-#include "detector/metrics.h"
+#include "detector/output/metrics.h"
 #include "tests/support/alertmanager_sandbox.h"
 #include "tests/support/detector_process.h"
 

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "detector/alerts.h"
-#include "detector/config.h"
-#include "detector/scheduler.h"
+#include "detector/config/config.h"
+#include "detector/engine/scheduler.h"
+#include "detector/output/alerts.h"
 #include "probes/http_json.h"
 #include "probes/postgres.h"
 #include "tests/support/patroni_sandbox.h"

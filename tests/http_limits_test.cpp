@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "detector/exporter.h"
-#include "detector/metrics.h"
+#include "detector/output/exporter.h"
+#include "detector/output/metrics.h"
 
 namespace sbd {
 namespace {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <thread>
 
-#include "detector/scheduler.h"
+#include "detector/engine/scheduler.h"
 #include "probes/etcd.h"
 #include "probes/http_json.h"
 #include "probes/patroni.h"

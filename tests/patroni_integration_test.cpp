@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "suppressors/declaration.h"
+#include "detector/config/declaration.h"
 #include "tests/support/patroni_environment.h"
 
 namespace sbd::testing {

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "detector/config.h"
-#include "detector/scheduler.h"
+#include "detector/config/config.h"
+#include "detector/engine/scheduler.h"
 #include "tests/support/detector_process.h"
 #include "tests/support/pg_sandbox.h"
 #include "tests/support/process.h"

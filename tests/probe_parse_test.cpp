@@ -5,8 +5,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "detector/config.h"
-#include "detector/file_sd.h"
+#include "detector/config/config.h"
+#include "detector/config/file_sd.h"
 #include "probes/etcd.h"
 #include "probes/http_json.h"
 #include "probes/json_fields.h"

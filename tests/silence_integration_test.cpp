@@ -11,7 +11,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "suppressors/declaration.h"
+#include "detector/config/declaration.h"
 #include "tests/support/alertmanager_sandbox.h"
 #include "tests/support/detector_process.h"
 #include "tests/support/pg_sandbox.h"

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <thread>
 
-#include "detector/config.h"
-#include "detector/file_sd.h"
-#include "detector/lineage.h"
-#include "suppressors/declaration.h"
+#include "detector/config/config.h"
+#include "detector/config/declaration.h"
+#include "detector/config/file_sd.h"
+#include "detector/verdicts/lineage.h"
 #include "suppressors/declaration_store.h"
 #include "suppressors/label_regrouping.h"
 #include "suppressors/provisioning.h"

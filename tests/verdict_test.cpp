@@ -1,4 +1,4 @@
-#include "detector/verdict.h"
+#include "detector/verdicts/verdict.h"
 
 #include <catch2/catch.hpp>
 #include <set>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "detector/config.h"
+#include "detector/config/config.h"
 
 namespace {
 

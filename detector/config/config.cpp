@@ -1,0 +1,1220 @@
+#include "detector/config/config.h"
+
+#include <libpq-fe.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <system_error>
+#include <tuple>
+
+#include "detector/config/file_sd.h"
+
+namespace sbd {
+namespace {
+
+constexpr Millis kDefaultTtl{30000};
+constexpr Millis kMinTtl{1000};
+constexpr Millis kMinProbeInterval{100};
+constexpr Millis kMinProbeTimeout{1};
+constexpr Millis kMaxDefaultProbeTimeout{2000};
+constexpr const char* kDurationHint = "expected a duration like 500ms, 30s or 1m";
+constexpr Millis kMinResendInterval{1000};
+constexpr Millis kMinAlertTimeout{1};
+constexpr Millis kMinSilenceRefresh{1000};
+constexpr Millis kMinSilenceTimeout{100};
+constexpr const char* kPatroniOnly = "only valid for kind: patroni";
+constexpr const char* kNameHint = "expected a name of letters, digits, '_', '.' and '-'";
+constexpr const char* kUrlHint = "expected an http:// or https:// URL";
+// Labels the detector puts on every alert itself; external_labels may not override them.
+constexpr const char* kReservedLabels[] = {"alertname", "severity", "cluster", "scope"};
+
+struct Unit {
+  const char* suffix;
+  Millis::rep ms;
+};
+// Largest first: ParseDuration requires this order and FormatDuration emits it.
+constexpr Unit kUnits[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}};
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// Accepts zero so that callers can say "below the minimum" rather than "malformed".
+std::optional<Millis> ParseDurationOrZero(const std::string& text) {
+  constexpr Millis::rep kMax = std::numeric_limits<Millis::rep>::max();
+  Millis::rep total = 0;
+  const Unit* next_unit = std::begin(kUnits);
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t digits_end = i;
+    while (digits_end < text.size() && IsDigit(text[digits_end])) ++digits_end;
+    size_t unit_end = digits_end;
+    while (unit_end < text.size() && IsLetter(text[unit_end])) ++unit_end;
+    if (digits_end == i || unit_end == digits_end) return std::nullopt;
+    const std::string suffix = text.substr(digits_end, unit_end - digits_end);
+    // Like Prometheus: units strictly decreasing, so "1m30s" is valid and "30s1m" is not.
+    const Unit* unit = std::find_if(next_unit, std::end(kUnits),
+                                    [&](const Unit& u) { return suffix == u.suffix; });
+    if (unit == std::end(kUnits)) return std::nullopt;
+    next_unit = unit + 1;
+    Millis::rep value = 0;
+    for (size_t j = i; j < digits_end; ++j) {
+      const int digit = text[j] - '0';
+      if (value > (kMax - digit) / 10) return std::nullopt;
+      value = value * 10 + digit;
+    }
+    if (value > (kMax - total) / unit->ms) return std::nullopt;
+    total += value * unit->ms;
+    i = unit_end;
+  }
+  if (text.empty()) return std::nullopt;
+  return Millis(total);
+}
+
+using ReadResult = std::variant<std::string, std::error_code>;
+
+ReadResult ReadFile(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
+                                                       &std::fclose);
+  if (!file) return std::error_code(errno, std::generic_category());
+  std::string content;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) content.append(buffer, n);
+  // Opening a directory succeeds; the read is what fails, with EISDIR.
+  if (std::ferror(file.get())) return std::error_code(errno, std::generic_category());
+  return content;
+}
+
+struct ParsedDsn {
+  std::string dsn;
+  std::string address;
+  std::optional<std::string> password;
+  /// Every keyword given a non-empty value, password included.
+  std::set<std::string> keywords;
+};
+
+const std::set<std::string>& LibpqKeywords() {
+  static const std::set<std::string> keywords = [] {
+    std::set<std::string> out;
+    // Parsing an empty string lists every option without consulting the environment.
+    PQconninfoOption* options = PQconninfoParse("", nullptr);
+    for (PQconninfoOption* o = options; o && o->keyword; ++o) out.insert(o->keyword);
+    PQconninfoFree(options);
+    return out;
+  }();
+  return keywords;
+}
+
+bool IsSafeFragment(const std::string& s) {
+  return LibpqKeywords().count(s) > 0 ||
+         (s.size() == 1 && !IsLetter(s[0]) && !IsDigit(s[0]) && s[0] != '"');
+}
+
+std::string TrimNewlines(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
+// Only a password keyword or a URI's user:password@ can put a secret in a DSN.
+bool MayHoldSecret(const std::string& dsn) {
+  std::string lower = dsn;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return lower.find("password") != std::string::npos || dsn.find('@') != std::string::npos;
+}
+
+// libpq quotes pieces of the DSN in its messages (sometimes the whole URI), and those may hold
+// a password. A quoted piece is taken as the longest run that occurs in the DSN, so a quote
+// inside a password cannot end it early; only keywords and single punctuation marks survive.
+std::string RedactLibpqMessage(const std::string& raw, const std::string& dsn) {
+  const std::string message = TrimNewlines(raw);
+  std::string out;
+  size_t pos = 0;
+  for (size_t open; (open = message.find('"', pos)) != std::string::npos;) {
+    size_t close = std::string::npos;
+    for (size_t q = message.find('"', open + 1); q != std::string::npos;
+         q = message.find('"', q + 1)) {
+      const std::string piece = message.substr(open + 1, q - open - 1);
+      if (dsn.find(piece) != std::string::npos) {
+        close = q;
+      } else if (close == std::string::npos && IsSafeFragment(piece)) {
+        close = q;
+        break;
+      }
+    }
+    if (close == std::string::npos) return out + message.substr(pos, open - pos) + "\"...\"";
+    const std::string piece = message.substr(open + 1, close - open - 1);
+    out += message.substr(pos, open - pos) + '"' + (IsSafeFragment(piece) ? piece : "...") + '"';
+    pos = close + 1;
+  }
+  return out + message.substr(pos);
+}
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out(1);
+  for (char c : text) {
+    if (c == ',') {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+// libpq accepts comma-separated host and port lists; show each host with its port.
+std::string BuildAddress(const std::string& hosts_text, const std::string& ports_text) {
+  const std::vector<std::string> hosts = SplitCommas(hosts_text);
+  const std::vector<std::string> ports = SplitCommas(ports_text);
+  std::string out;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    std::string host = hosts[i].empty() ? "localhost" : hosts[i];
+    std::string port = ports.size() == hosts.size() ? ports[i] : ports[0];
+    if (host[0] != '/' && host.find(':') != std::string::npos) host = "[" + host + "]";
+    out += (i == 0 ? "" : ",") + host + ":" + (port.empty() ? "5432" : port);
+  }
+  return out;
+}
+
+std::variant<ParsedDsn, std::string> ParseDsn(const std::string& text) {
+  char* raw_error = nullptr;
+  std::unique_ptr<PQconninfoOption, void (*)(PQconninfoOption*)> options(
+      PQconninfoParse(text.c_str(), &raw_error), &PQconninfoFree);
+  if (!options) {
+    const std::string error = raw_error ? raw_error : "out of memory";
+    PQfreemem(raw_error);
+    return MayHoldSecret(text) ? RedactLibpqMessage(error, text) : TrimNewlines(error);
+  }
+  ParsedDsn parsed;
+  std::map<std::string, std::string> given;
+  for (const PQconninfoOption* o = options.get(); o->keyword; ++o) {
+    if (!o->val || !*o->val) continue;
+    const std::string keyword = o->keyword;
+    parsed.keywords.insert(keyword);
+    if (keyword == "password") {
+      parsed.password = o->val;
+      continue;
+    }
+    given[keyword] = o->val;
+    parsed.dsn += (parsed.dsn.empty() ? "" : " ") + keyword + "=" + QuoteConninfoValue(o->val);
+  }
+  const std::string host = given.count("host") ? given["host"] : given["hostaddr"];
+  parsed.address = BuildAddress(host, given["port"]);
+  return parsed;
+}
+
+std::string Join(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+std::string Index(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+bool IsName(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return IsLetter(c) || IsDigit(c) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+bool IsEnvName(const std::string& s) {
+  return !s.empty() && !IsDigit(s[0]) && std::all_of(s.begin(), s.end(), [](char c) {
+    return IsLetter(c) || IsDigit(c) || c == '_';
+  });
+}
+
+// Prometheus' label name syntax, [a-zA-Z_][a-zA-Z0-9_]*: the same rule as environment names.
+bool IsLabelName(const std::string& s) { return IsEnvName(s); }
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// http(s)://host[:port][/path]: a scheme the HTTP clients speak, a host, and no whitespace.
+bool IsHttpUrl(const std::string& s) {
+  for (const std::string scheme : {"http://", "https://"}) {
+    if (!StartsWith(s, scheme)) continue;
+    const std::string rest = s.substr(scheme.size());
+    return !rest.empty() && rest[0] != '/' && std::none_of(rest.begin(), rest.end(), [](char c) {
+      return std::isspace(static_cast<unsigned char>(c)) ||
+             std::iscntrl(static_cast<unsigned char>(c));
+    });
+  }
+  return false;
+}
+
+// Base URLs and the DCS namespace get paths appended with a '/' of their own.
+std::string TrimTrailingSlashes(std::string s) {
+  while (!s.empty() && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// "a", "a and b", "a, b and c".
+std::string JoinWords(const std::vector<std::string>& words) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) out += i + 1 == words.size() ? " and " : ", ";
+    out += words[i];
+  }
+  return out;
+}
+
+// Where the second YAML document of a text begins, if there is one. yaml-cpp 0.7's LoadAll
+// loops forever, allocating, on some malformed texts (a lone ",": jbeder/yaml-cpp#1040), so
+// documents are counted with a bounded loop instead and only the first is loaded.
+class SecondDocument : public YAML::EventHandler {
+ public:
+  /// Parses at most two documents of `text`; throws YAML::Exception as YAML::Load does.
+  static std::optional<YAML::Mark> Find(const std::string& text) {
+    std::istringstream stream(text);
+    YAML::Parser parser(stream);
+    SecondDocument handler;
+    for (int i = 0; i < 2 && parser.HandleNextDocument(handler); ++i) {
+    }
+    return handler.root_;
+  }
+  void OnDocumentStart(const YAML::Mark&) override { ++documents_; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  // The second document's root node is its first node: the mark YAML::Node::Mark() gives.
+  void Node(const YAML::Mark& mark) {
+    if (documents_ == 2 && !root_) root_ = mark;
+  }
+  int documents_ = 0;
+  std::optional<YAML::Mark> root_;
+};
+
+}  // namespace
+
+class ConfigParser {
+ public:
+  explicit ConfigParser(std::string file) : file_(std::move(file)) {}
+
+  ConfigResult Parse(const std::string& text) {
+    YAML::Node root;
+    try {
+      if (auto second = SecondDocument::Find(text)) {
+        AddError(*second, "", "expected a single YAML document");
+      }
+      root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      AddError(e.mark, "", e.msg);
+      return Finish();
+    }
+    ParseRoot(root);
+    return Finish();
+  }
+
+ private:
+  struct Entry {
+    YAML::Node key;
+    YAML::Node value;
+    // A null value's mark points at the next token, so errors about it go to the key.
+    YAML::Mark Mark() const { return value.IsNull() ? key.Mark() : value.Mark(); }
+  };
+  using Fields = std::map<std::string, Entry>;
+  using SeenNames = std::map<std::string, int>;
+  // A cluster's kind; nullopt when `kind` was invalid (already reported), in which case the
+  // checks that depend on the kind are skipped rather than piled on.
+  using Kind = std::optional<ClusterKind>;
+
+  // A sequence item as an Entry, so that the value helpers work on it.
+  static Entry Item(const YAML::Node& node) { return {node, node}; }
+
+  void AddError(const YAML::Mark& mark, std::string key, std::string message) {
+    // yaml-cpp marks are 0-based, and -1 for a node without a position (an empty document).
+    errors_.push_back({file_, std::max(mark.line, 0) + 1, std::max(mark.column, 0) + 1,
+                       std::move(key), std::move(message)});
+  }
+
+  ConfigResult Finish() {
+    if (!errors_.empty()) {
+      std::stable_sort(errors_.begin(), errors_.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+      });
+      return std::move(errors_);
+    }
+    ValidatedConfig config;
+    config.clusters_ = std::move(clusters_);
+    config.alerting_ = std::move(alerting_);
+    config.suppressions_ = std::move(suppressions_);
+    config.watched_globs_ = std::move(watched_globs_);
+    config.source_ = file_;
+    return config;
+  }
+
+  // ---- Generic readers: each reports its own errors and returns nullopt/false on failure.
+
+  std::optional<Fields> ReadMapping(const YAML::Node& node, const std::string& path,
+                                    std::initializer_list<std::string> allowed) {
+    if (!node.IsMap()) {
+      AddError(node.Mark(), path, "expected a mapping");
+      return std::nullopt;
+    }
+    Fields fields;
+    for (const auto& kv : node) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      const auto first = fields.find(key);
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        AddError(kv.first.Mark(), Join(path, key), "unknown key");
+      } else if (first != fields.end()) {
+        AddError(kv.first.Mark(), Join(path, key),
+                 "duplicate key (first at line " +
+                     std::to_string(first->second.key.Mark().line + 1) + ")");
+      } else {
+        fields.emplace(key, Entry{kv.first, kv.second});
+      }
+    }
+    return fields;
+  }
+
+  // A nested mapping under a key; when the value is null the error goes to the key.
+  std::optional<Fields> ReadMapping(const Entry& entry, const std::string& path,
+                                    std::initializer_list<std::string> allowed) {
+    if (!entry.value.IsMap()) {
+      AddError(entry.Mark(), path, "expected a mapping");
+      return std::nullopt;
+    }
+    return ReadMapping(entry.value, path, allowed);
+  }
+
+  const Entry* Required(const Fields& fields, const YAML::Node& parent, const std::string& path,
+                        const std::string& key) {
+    const auto it = fields.find(key);
+    if (it != fields.end()) return &it->second;
+    AddError(parent.Mark(), Join(path, key), "required");
+    return nullptr;
+  }
+
+  static const Entry* Optional(const Fields& fields, const std::string& key) {
+    const auto it = fields.find(key);
+    return it == fields.end() ? nullptr : &it->second;
+  }
+
+  std::optional<std::string> String(const Entry& entry, const std::string& path) {
+    if (entry.value.IsScalar()) return entry.value.Scalar();
+    AddError(entry.Mark(), path, "expected a string");
+    return std::nullopt;
+  }
+
+  // YAML 1.2 core booleans only, so that "yes", "on" or "y" cannot slip through.
+  std::optional<bool> Bool(const Entry& entry, const std::string& path) {
+    const std::string text = entry.value.IsScalar() ? entry.value.Scalar() : "";
+    if (text == "true" || text == "True" || text == "TRUE") return true;
+    if (text == "false" || text == "False" || text == "FALSE") return false;
+    AddError(entry.Mark(), path, "expected true or false");
+    return std::nullopt;
+  }
+
+  std::optional<std::string> ValidName(const Entry& entry, const std::string& path) {
+    std::optional<std::string> name = String(entry, path);
+    if (name && !IsName(*name)) {
+      AddError(entry.Mark(), path, kNameHint);
+      return std::nullopt;
+    }
+    return name;
+  }
+
+  std::optional<std::string> Name(const Entry& entry, const std::string& path, SeenNames& seen,
+                                  const char* kind) {
+    const std::optional<std::string> name = ValidName(entry, path);
+    if (!name) return std::nullopt;
+    const int line = entry.Mark().line + 1;
+    const auto [first, inserted] = seen.emplace(*name, line);
+    if (!inserted) {
+      AddError(entry.Mark(), path,
+               std::string("duplicate ") + kind + " name \"" + *name + "\" (first at line " +
+                   std::to_string(first->second) + ")");
+    }
+    return name;
+  }
+
+  // An http:// or https:// URL; with `trim`, stored without trailing '/' so that paths can be
+  // appended to it.
+  std::optional<std::string> HttpUrl(const Entry& entry, const std::string& path, bool trim) {
+    const std::optional<std::string> url = String(entry, path);
+    if (!url) return std::nullopt;
+    if (!IsHttpUrl(*url)) {
+      AddError(entry.Mark(), path, kUrlHint);
+      return std::nullopt;
+    }
+    return trim ? TrimTrailingSlashes(*url) : *url;
+  }
+
+  bool Sequence(const Entry& entry, const std::string& path) {
+    if (entry.value.IsSequence()) return true;
+    AddError(entry.Mark(), path, "expected a sequence");
+    return false;
+  }
+
+  bool NonEmptySequence(const Entry& entry, const std::string& path, const char* item) {
+    if (!Sequence(entry, path)) return false;
+    if (entry.value.size() == 0) {
+      AddError(entry.Mark(), path, std::string("must list at least one ") + item);
+      return false;
+    }
+    return true;
+  }
+
+  struct Timing {
+    bool ok = true;  // false once an error was reported, so no further checks pile on
+    std::optional<Millis> given;
+    YAML::Mark mark;
+  };
+
+  Timing Duration(const Fields& fields, const std::string& path, const std::string& key,
+                  Millis minimum) {
+    const Entry* entry = Optional(fields, key);
+    if (!entry) return {};
+    const std::optional<Millis> given =
+        entry->value.IsScalar() ? ParseDurationOrZero(entry->value.Scalar()) : std::nullopt;
+    std::string error;
+    if (!given) {
+      error = kDurationHint;
+    } else if (*given < minimum) {
+      error =
+          key + " " + FormatDuration(*given) + " is below the minimum " + FormatDuration(minimum);
+    }
+    if (!error.empty()) AddError(entry->Mark(), Join(path, key), error);
+    return {error.empty(), given, entry->Mark()};
+  }
+
+  // A whole number in [minimum, maximum].
+  std::optional<int> Count(const Entry& entry, const std::string& path, int minimum, int maximum) {
+    const std::string text = entry.value.IsScalar() ? entry.value.Scalar() : "";
+    if (text.empty() || text.size() > 9 || !std::all_of(text.begin(), text.end(), IsDigit) ||
+        std::stoi(text) < minimum || std::stoi(text) > maximum) {
+      AddError(entry.Mark(), path,
+               "expected a whole number from " + std::to_string(minimum) + " to " +
+                   std::to_string(maximum));
+      return std::nullopt;
+    }
+    return std::stoi(text);
+  }
+
+  // password_file and password_env: a non-empty path and a valid variable name respectively.
+  std::optional<std::string> PasswordSource(const Fields& fields, const std::string& path,
+                                            const std::string& key) {
+    const Entry* entry = Optional(fields, key);
+    if (!entry) return std::nullopt;
+    std::optional<std::string> value = String(*entry, Join(path, key));
+    if (value && (key == "password_env" ? !IsEnvName(*value) : value->empty())) {
+      AddError(
+          entry->Mark(), Join(path, key),
+          key == "password_env" ? "expected an environment variable name" : "expected a file path");
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  // Both password sources of a member or a discovery block; at most one may be set.
+  void PasswordSources(const Fields& fields, const std::string& path,
+                       std::optional<std::string>& file, std::optional<std::string>& env) {
+    file = PasswordSource(fields, path, "password_file");
+    env = PasswordSource(fields, path, "password_env");
+    if (file && env) {
+      AddError(fields.at("password_env").Mark(), Join(path, "password_env"),
+               "only one of password_file and password_env may be set");
+    }
+  }
+
+  // A libpq connection string, checked by libpq's own parser.
+  std::optional<ParsedDsn> Dsn(const Entry& entry, const std::string& path) {
+    const std::optional<std::string> text = String(entry, path);
+    if (!text) return std::nullopt;
+    std::variant<ParsedDsn, std::string> parsed = ParseDsn(*text);
+    if (const std::string* error = std::get_if<std::string>(&parsed)) {
+      AddError(entry.Mark(), path, *error);
+      return std::nullopt;
+    }
+    return std::move(std::get<ParsedDsn>(parsed));
+  }
+
+  // ---- Top level.
+
+  void ParseRoot(const YAML::Node& root) {
+    if (root.IsNull()) {
+      AddError(root.Mark(), "clusters", "required");
+      return;
+    }
+    const std::optional<Fields> fields =
+        ReadMapping(root, "", {"clusters", "alerting", "suppressions"});
+    if (!fields) return;
+    if (const Entry* alerting = Optional(*fields, "alerting")) ParseAlerting(*alerting, "alerting");
+    if (const Entry* suppressions = Optional(*fields, "suppressions")) {
+      ParseSuppressions(*suppressions, "suppressions");
+    }
+    const Entry* clusters = Required(*fields, root, "", "clusters");
+    if (!clusters || !NonEmptySequence(*clusters, "clusters", "cluster")) return;
+    SeenNames seen;
+    for (size_t i = 0; i < clusters->value.size(); ++i) {
+      clusters_.push_back(ParseCluster(clusters->value[i], Index("clusters", i), seen));
+    }
+    CollectPageLabels();
+  }
+
+  // ---- Clusters.
+
+  ClusterSpec ParseCluster(const YAML::Node& node, const std::string& path, SeenNames& seen) {
+    ClusterSpec cluster;
+    const std::optional<Fields> fields =
+        ReadMapping(node, path,
+                    {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier",
+                     "members", "scope", "namespace", "etcd", "discover", "discovery", "file_sd"});
+    if (!fields) return cluster;
+    if (const Entry* name = Required(*fields, node, path, "name")) {
+      cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
+    }
+    const Kind kind = ParseKind(*fields, path);
+    cluster.kind = kind.value_or(ClusterKind::kPostgres);
+    ParseTimings(*fields, path, cluster);
+    // Patroni's own ttl lives in the DCS; without an explicit one the runtime follows it.
+    cluster.ttl_from_dcs = kind == ClusterKind::kPatroni && !Optional(*fields, "ttl");
+    if (const Entry* id = Optional(*fields, "system_identifier")) {
+      ParseSystemIdentifier(*id, Join(path, "system_identifier"), cluster);
+    }
+    const std::optional<bool> discover = ParsePatroniSettings(*fields, node, path, kind, cluster);
+    if (const Entry* file_sd = Optional(*fields, "file_sd")) {
+      ParseFileSd(*file_sd, Join(path, "file_sd"), kind, cluster);
+    }
+    // file_sd may supply every member: the check for an empty list waits for its targets.
+    ParseMembers(*fields, node, path, kind, discover, cluster);
+    if (cluster.file_sd) ResolveFileSd(*fields, path, cluster);
+    return cluster;
+  }
+
+  // postgres (the default) or patroni.
+  Kind ParseKind(const Fields& fields, const std::string& path) {
+    const Entry* entry = Optional(fields, "kind");
+    if (!entry) return ClusterKind::kPostgres;
+    const std::string text = entry->value.IsScalar() ? entry->value.Scalar() : "";
+    if (text == "postgres") return ClusterKind::kPostgres;
+    if (text == "patroni") return ClusterKind::kPatroni;
+    AddError(entry->Mark(), Join(path, "kind"), "expected postgres or patroni");
+    return std::nullopt;
+  }
+
+  // A key that only a patroni cluster may have: on a postgres cluster it is reported (at the
+  // key) and ignored. With an invalid kind the value is still checked.
+  const Entry* PatroniOnly(const Fields& fields, const std::string& path, const std::string& key,
+                           Kind kind) {
+    const Entry* entry = Optional(fields, key);
+    if (entry && kind == ClusterKind::kPostgres) {
+      AddError(entry->key.Mark(), Join(path, key), kPatroniOnly);
+      return nullptr;
+    }
+    return entry;
+  }
+
+  void ParseTimings(const Fields& fields, const std::string& path, ClusterSpec& cluster) {
+    const Timing ttl = Duration(fields, path, "ttl", kMinTtl);
+    Timing interval = Duration(fields, path, "probe_interval", kMinProbeInterval);
+    const Timing timeout = Duration(fields, path, "probe_timeout", kMinProbeTimeout);
+    if (!ttl.ok) return;
+    cluster.ttl = ttl.given.value_or(kDefaultTtl);
+    if (interval.ok && interval.given && *interval.given > cluster.ttl / 3) {
+      AddError(interval.mark, Join(path, "probe_interval"),
+               "probe_interval " + FormatDuration(*interval.given) + " is above ttl/3 (" +
+                   FormatDuration(cluster.ttl / 3) + ")");
+      interval.ok = false;
+    }
+    if (!interval.ok) return;
+    cluster.probe_interval = interval.given.value_or(cluster.ttl / 10);
+    if (timeout.ok && timeout.given && *timeout.given > cluster.probe_interval) {
+      AddError(timeout.mark, Join(path, "probe_timeout"),
+               "probe_timeout " + FormatDuration(*timeout.given) + " is above probe_interval " +
+                   FormatDuration(cluster.probe_interval) +
+                   (interval.given ? "" : " (the default, ttl/10)"));
+    }
+    cluster.probe_timeout =
+        timeout.given.value_or(std::min(cluster.probe_interval, kMaxDefaultProbeTimeout));
+  }
+
+  void ParseSystemIdentifier(const Entry& entry, const std::string& path, ClusterSpec& cluster) {
+    const std::string text = entry.value.IsScalar() ? entry.value.Scalar() : "";
+    errno = 0;
+    const unsigned long long id = std::strtoull(text.c_str(), nullptr, 10);
+    if (text.empty() || !std::all_of(text.begin(), text.end(), IsDigit) || errno == ERANGE) {
+      AddError(entry.Mark(), path,
+               "expected a system identifier: an unsigned 64-bit decimal number");
+      return;
+    }
+    // Canonical form, so that leading zeros cannot cause a spurious lineage mismatch.
+    cluster.system_identifier = std::to_string(id);
+  }
+
+  // ---- Patroni: scope, namespace, etcd, discover and discovery.
+
+  // Returns whether members are discovered: nullopt when `discover` was invalid (reported).
+  std::optional<bool> ParsePatroniSettings(const Fields& fields, const YAML::Node& node,
+                                           const std::string& path, Kind kind,
+                                           ClusterSpec& cluster) {
+    if (kind != ClusterKind::kPostgres) cluster.scope = cluster.name;
+    if (const Entry* scope = PatroniOnly(fields, path, "scope", kind)) {
+      cluster.scope = ValidName(*scope, Join(path, "scope")).value_or("");
+    }
+    if (const Entry* ns = PatroniOnly(fields, path, "namespace", kind)) {
+      ParseNamespace(*ns, Join(path, "namespace"), cluster);
+    }
+    if (const Entry* etcd = PatroniOnly(fields, path, "etcd", kind)) {
+      ParseEtcd(*etcd, Join(path, "etcd"), cluster);
+    } else if (kind == ClusterKind::kPatroni) {
+      AddError(node.Mark(), Join(path, "etcd"), "required");
+    }
+    std::optional<bool> discover = false;
+    if (const Entry* entry = PatroniOnly(fields, path, "discover", kind)) {
+      discover = Bool(*entry, Join(path, "discover"));
+      cluster.discovery.enabled = discover.value_or(false);
+    }
+    if (const Entry* discovery = PatroniOnly(fields, path, "discovery", kind)) {
+      ParseDiscovery(*discovery, Join(path, "discovery"), cluster.discovery);
+    }
+    return discover;
+  }
+
+  void ParseNamespace(const Entry& entry, const std::string& path, ClusterSpec& cluster) {
+    const std::optional<std::string> text = String(entry, path);
+    if (!text) return;
+    if (!StartsWith(*text, "/")) {
+      AddError(entry.Mark(), path, "expected a path starting with '/'");
+      return;
+    }
+    // Patroni itself treats "/service" and "/service/" alike.
+    cluster.dcs_namespace = TrimTrailingSlashes(*text);
+  }
+
+  void ParseEtcd(const Entry& entry, const std::string& path, ClusterSpec& cluster) {
+    const std::optional<Fields> fields = ReadMapping(entry, path, {"endpoints"});
+    if (!fields) return;
+    const Entry* endpoints = Required(*fields, entry.value, path, "endpoints");
+    const std::string endpoints_path = Join(path, "endpoints");
+    if (!endpoints || !NonEmptySequence(*endpoints, endpoints_path, "endpoint")) return;
+    for (size_t i = 0; i < endpoints->value.size(); ++i) {
+      const std::optional<std::string> url =
+          HttpUrl(Item(endpoints->value[i]), Index(endpoints_path, i), true);
+      if (url) cluster.etcd_endpoints.push_back(*url);
+    }
+  }
+
+  // Settings for members found in the DCS: their host and port come from there, so the dsn may
+  // not set them, and the password must come from a file or the environment.
+  void ParseDiscovery(const Entry& entry, const std::string& path, DiscoverySpec& discovery) {
+    const std::optional<Fields> fields = ReadMapping(
+        entry, path, {"dsn", "password_file", "password_env", "max_members", "expire_after"});
+    if (!fields) return;
+    PasswordSources(*fields, path, discovery.password_file, discovery.password_env);
+    if (const Entry* max = Optional(*fields, "max_members")) {
+      discovery.max_members =
+          Count(*max, Join(path, "max_members"), 1, 1000).value_or(discovery.max_members);
+    }
+    const Timing expire = Duration(*fields, path, "expire_after", Millis(1000));
+    if (expire.ok && expire.given) discovery.expire_after = *expire.given;
+    discovery.dsn = HostlessDsn(Optional(*fields, "dsn"), Join(path, "dsn"),
+                                "discovered members take host and port from the DCS");
+  }
+
+  // libpq settings for members whose host and port come from elsewhere (`from` says where):
+  // the dsn may not set them, and the password must come from a file or the environment.
+  std::string HostlessDsn(const Entry* dsn, const std::string& dsn_path, const char* from) {
+    std::optional<ParsedDsn> parsed = dsn ? Dsn(*dsn, dsn_path) : std::nullopt;
+    if (!parsed) return "";
+    std::vector<std::string> addressing;
+    for (const char* keyword : {"host", "hostaddr", "port"}) {
+      if (parsed->keywords.count(keyword)) addressing.push_back(keyword);
+    }
+    if (!addressing.empty()) {
+      AddError(dsn->Mark(), dsn_path, "must not set " + JoinWords(addressing) + ": " + from);
+    }
+    if (parsed->password) {
+      AddError(dsn->Mark(), dsn_path,
+               "must not hold a password: use password_file or password_env");
+    }
+    return std::move(parsed->dsn);
+  }
+
+  // ---- Members.
+
+  void ParseMembers(const Fields& fields, const YAML::Node& node, const std::string& path,
+                    Kind kind, std::optional<bool> discover, ClusterSpec& cluster) {
+    const Entry* members = Optional(fields, "members");
+    const std::string members_path = Join(path, "members");
+    if (!members || (members->value.IsSequence() && members->value.size() == 0)) {
+      // An invalid discover (reported) waives the check rather than guessing; file_sd may
+      // supply every member (checked once its targets are read).
+      if (kind != ClusterKind::kPostgres && discover.value_or(true)) return;
+      if (cluster.file_sd) return;
+      const YAML::Mark mark = members ? members->Mark() : node.Mark();
+      if (kind == ClusterKind::kPatroni) {
+        AddError(mark, members_path, "must list at least one member or set discover: true");
+      } else {
+        AddError(mark, members_path, members ? "must list at least one member" : "required");
+      }
+      return;
+    }
+    if (!Sequence(*members, members_path)) return;
+    SeenNames seen_members;
+    for (size_t i = 0; i < members->value.size(); ++i) {
+      cluster.members.push_back(
+          ParseMember(members->value[i], Index(members_path, i), seen_members, kind));
+    }
+  }
+
+  // ---- Prometheus file_sd inventory.
+
+  void ParseFileSd(const Entry& entry, const std::string& path, Kind kind, ClusterSpec& cluster) {
+    const std::optional<Fields> fields =
+        ReadMapping(entry, path,
+                    {"files", "group_by", "group", "name_label", "port", "patroni_url_label", "dsn",
+                     "password_file", "password_env"});
+    if (!fields) return;
+    FileSdSpec spec;
+    if (const Entry* files = Required(*fields, entry.value, path, "files")) {
+      const std::string files_path = Join(path, "files");
+      if (NonEmptySequence(*files, files_path, "file")) {
+        for (size_t i = 0; i < files->value.size(); ++i) {
+          auto file = String(Item(files->value[i]), Index(files_path, i));
+          if (file && !file->empty()) spec.files.push_back(*file);
+        }
+      }
+    }
+    auto label = [&](const char* key, bool required) {
+      const Entry* e =
+          required ? Required(*fields, entry.value, path, key) : Optional(*fields, key);
+      if (!e) return std::string();
+      std::optional<std::string> value = String(*e, Join(path, key));
+      if (value && !IsLabelName(*value)) {
+        AddError(e->Mark(), Join(path, key),
+                 "expected a label name matching [a-zA-Z_][a-zA-Z0-9_]*");
+        return std::string();
+      }
+      return value.value_or("");
+    };
+    spec.group_by = label("group_by", true);
+    spec.name_label = label("name_label", false);
+    if (const Entry* group = Optional(*fields, "group")) {
+      spec.group = String(*group, Join(path, "group")).value_or("");
+    } else {
+      spec.group = cluster.name;
+    }
+    if (const Entry* port = Optional(*fields, "port")) {
+      const std::string text = port->value.IsScalar() ? port->value.Scalar() : "";
+      const long value =
+          std::all_of(text.begin(), text.end(), IsDigit) && !text.empty() && text.size() <= 5
+              ? std::stol(text)
+              : 0;
+      if (value < 1 || value > 65535) {
+        AddError(port->Mark(), Join(path, "port"), "expected a port number (1-65535)");
+      } else {
+        spec.port = text;
+      }
+    }
+    if (PatroniOnly(*fields, path, "patroni_url_label", kind)) {
+      spec.patroni_url_label = label("patroni_url_label", false);
+    }
+    PasswordSources(*fields, path, spec.password_file, spec.password_env);
+    spec.dsn = HostlessDsn(Optional(*fields, "dsn"), Join(path, "dsn"),
+                           "file_sd members take host and port from their targets");
+    if (!Optional(*fields, "dsn")) AddError(entry.Mark(), Join(path, "dsn"), "required");
+    cluster.file_sd = std::move(spec);
+  }
+
+  // Reads the target files now; their own errors carry their own file, line and column.
+  void ResolveFileSd(const Fields& fields, const std::string& path, ClusterSpec& cluster) {
+    const FileSdSpec& spec = *cluster.file_sd;
+    for (const auto& pattern : spec.files) watched_globs_.push_back(pattern);
+    FileSdTargets found = ReadFileSdTargets(spec.files);
+    for (auto& error : found.errors) errors_.push_back(std::move(error));
+    SeenNames seen;
+    for (const auto& member : cluster.members) seen.emplace(member.name, 0);
+    size_t matched = 0;
+    for (const FileSdTarget& target : found.targets) {
+      auto group = target.labels.find(spec.group_by);
+      if (group == target.labels.end() || group->second != spec.group) continue;
+      ++matched;
+      const YAML::Mark mark = target.mark;
+      auto fail = [&](const std::string& message) {
+        errors_.push_back({target.file, mark.line + 1, mark.column + 1, "targets", message});
+      };
+      MemberSpec member;
+      member.name = target.address;
+      if (!spec.name_label.empty()) {
+        auto name = target.labels.find(spec.name_label);
+        if (name == target.labels.end() || name->second.empty()) {
+          fail("target " + target.address + " has no label " + spec.name_label);
+          continue;
+        }
+        member.name = name->second;
+      }
+      if (!seen.emplace(member.name, 0).second) {
+        fail("member " + member.name + " is listed twice in cluster " + cluster.name);
+        continue;
+      }
+      HostPort at = SplitHostPort(target.address);
+      if (!spec.port.empty()) at.port = spec.port;
+      if (at.host.empty() || at.port.empty() ||
+          !std::all_of(at.port.begin(), at.port.end(), IsDigit)) {
+        fail("target " + target.address + " is not host:port");
+        continue;
+      }
+      member =
+          MemberAt(std::move(member.name), at, spec.dsn, spec.password_file, spec.password_env);
+      if (!spec.patroni_url_label.empty()) {
+        auto url = target.labels.find(spec.patroni_url_label);
+        if (url != target.labels.end() && IsHttpUrl(url->second)) {
+          member.patroni_url = TrimTrailingSlashes(url->second);
+        }
+      }
+      cluster.members.push_back(std::move(member));
+    }
+    if (matched == 0 && cluster.members.empty() && !cluster.discovery.enabled) {
+      AddError(
+          fields.at("file_sd").Mark(), Join(path, "file_sd"),
+          "no target has " + spec.group_by + "=\"" + spec.group + "\" and no member is listed");
+    }
+  }
+
+  MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen,
+                         Kind kind) {
+    MemberSpec member;
+    const std::optional<Fields> fields =
+        ReadMapping(node, path, {"name", "dsn", "password_file", "password_env", "patroni_url"});
+    if (!fields) return member;
+    if (const Entry* name = Required(*fields, node, path, "name")) {
+      member.name = Name(*name, Join(path, "name"), seen, "member").value_or("");
+    }
+    if (const Entry* url = PatroniOnly(*fields, path, "patroni_url", kind)) {
+      member.patroni_url = HttpUrl(*url, Join(path, "patroni_url"), true).value_or("");
+    }
+    PasswordSources(*fields, path, member.password_file, member.password_env);
+    const Entry* dsn = Required(*fields, node, path, "dsn");
+    std::optional<ParsedDsn> parsed = dsn ? Dsn(*dsn, Join(path, "dsn")) : std::nullopt;
+    if (!parsed) return member;
+    member.dsn = std::move(parsed->dsn);
+    member.address = std::move(parsed->address);
+    member.inline_password = std::move(parsed->password);
+    for (const char* key : {"password_file", "password_env"}) {
+      const Entry* source = Optional(*fields, key);
+      if (member.inline_password && source) {
+        AddError(source->Mark(), Join(path, key),
+                 std::string("password given both inline in dsn and in ") + key);
+      }
+    }
+    return member;
+  }
+
+  // ---- Suppressions.
+
+  void ParseSuppressions(const Entry& entry, const std::string& path) {
+    const std::optional<Fields> fields = ReadMapping(
+        entry, path,
+        {"max_duration", "dropin_dir", "state_file", "declarations", "alertmanager_silences"});
+    if (!fields) return;
+    if (const Entry* silences = Optional(*fields, "alertmanager_silences")) {
+      ParseAlertmanagerSilences(*silences, Join(path, "alertmanager_silences"));
+    }
+    const Timing max = Duration(*fields, path, "max_duration", Millis(60000));
+    if (max.ok && max.given) suppressions_.max_duration = *max.given;
+    for (const char* key : {"dropin_dir", "state_file"}) {
+      const Entry* e = Optional(*fields, key);
+      if (!e) continue;
+      std::optional<std::string> value = String(*e, Join(path, key));
+      if (value && value->empty()) AddError(e->Mark(), Join(path, key), "expected a path");
+      (std::string(key) == "dropin_dir" ? suppressions_.dropin_dir : suppressions_.state_file) =
+          value.value_or("");
+    }
+    const Entry* declarations = Optional(*fields, "declarations");
+    if (!declarations || !Sequence(*declarations, Join(path, "declarations"))) return;
+    DeclarationRules rules;
+    rules.max_duration = suppressions_.max_duration;
+    rules.now = std::chrono::system_clock::now();
+    // A config outlives its declarations: an expired one is kept (shown as expired), not fatal.
+    rules.allow_expired = true;
+    for (size_t i = 0; i < declarations->value.size(); ++i) {
+      const std::string item_path = Index(Join(path, "declarations"), i);
+      auto parsed = ParseDeclaration(declarations->value[i], file_, item_path, rules);
+      if (auto* errors = std::get_if<std::vector<ConfigError>>(&parsed)) {
+        for (auto& error : *errors) errors_.push_back(std::move(error));
+        continue;
+      }
+      Declaration d = std::get<Declaration>(std::move(parsed));
+      d.id = "config-" + std::to_string(i);
+      d.source = "config";
+      d.origin = file_;
+      if (d.author.empty()) d.author = "config";
+      suppressions_.declarations.push_back(std::move(d));
+    }
+  }
+
+  // Declarations read from Alertmanager silences; by default from alerting.alertmanagers,
+  // which ParseRoot reads first.
+  void ParseAlertmanagerSilences(const Entry& entry, const std::string& path) {
+    const std::optional<Fields> fields =
+        ReadMapping(entry, path, {"enabled", "alertmanagers", "refresh_interval", "timeout"});
+    if (!fields) return;
+    AlertmanagerSilencesSpec& spec = suppressions_.alertmanager_silences;
+    // The block itself turns the source on; `enabled: false` keeps it written but off.
+    const Entry* enabled = Optional(*fields, "enabled");
+    spec.enabled = !enabled || Bool(*enabled, Join(path, "enabled")).value_or(false);
+    if (const Entry* alertmanagers = Optional(*fields, "alertmanagers")) {
+      ParseAlertmanagers(*alertmanagers, Join(path, "alertmanagers"), spec.alertmanager_urls);
+    } else {
+      spec.alertmanager_urls = alerting_.alertmanager_urls;
+    }
+    const Timing refresh = Duration(*fields, path, "refresh_interval", kMinSilenceRefresh);
+    const Timing timeout = Duration(*fields, path, "timeout", kMinSilenceTimeout);
+    if (refresh.ok && refresh.given) spec.refresh_interval = *refresh.given;
+    if (timeout.ok && timeout.given) spec.timeout = *timeout.given;
+    if (refresh.ok && timeout.ok && spec.timeout > spec.refresh_interval) {
+      AddError(timeout.given ? timeout.mark : refresh.mark,
+               Join(path, timeout.given ? "timeout" : "refresh_interval"),
+               "timeout " + FormatDuration(spec.timeout) + " is above refresh_interval " +
+                   FormatDuration(spec.refresh_interval));
+    }
+    if (spec.enabled && spec.alertmanager_urls.empty() && !Optional(*fields, "alertmanagers")) {
+      AddError(entry.Mark(), path,
+               "no Alertmanager to read silences from: list alertmanagers here or under "
+               "alerting.alertmanagers");
+    }
+  }
+
+  // The SplitBrain page's labels per cluster, for telling when a silence hides it.
+  void CollectPageLabels() {
+    for (const auto& cluster : clusters_) {
+      std::map<std::string, std::string> labels(alerting_.external_labels.begin(),
+                                                alerting_.external_labels.end());
+      labels["alertname"] = "SplitBrain";
+      labels["severity"] = "critical";
+      labels["cluster"] = cluster.name;
+      if (!cluster.scope.empty()) labels["scope"] = cluster.scope;
+      suppressions_.alertmanager_silences.page_labels.push_back(std::move(labels));
+    }
+  }
+
+  // ---- Alerting.
+
+  void ParseAlerting(const Entry& entry, const std::string& path) {
+    const std::optional<Fields> fields =
+        ReadMapping(entry, path,
+                    {"alertmanagers", "resend_interval", "timeout", "external_url",
+                     "runbook_base_url", "external_labels"});
+    if (!fields) return;
+    if (const Entry* alertmanagers = Optional(*fields, "alertmanagers")) {
+      ParseAlertmanagers(*alertmanagers, Join(path, "alertmanagers"), alerting_.alertmanager_urls);
+    }
+    const Timing resend = Duration(*fields, path, "resend_interval", kMinResendInterval);
+    if (resend.ok && resend.given) alerting_.resend_interval = *resend.given;
+    const Timing timeout = Duration(*fields, path, "timeout", kMinAlertTimeout);
+    if (timeout.ok && timeout.given) alerting_.timeout = *timeout.given;
+    if (const Entry* url = Optional(*fields, "external_url")) {
+      alerting_.external_url = HttpUrl(*url, Join(path, "external_url"), true).value_or("");
+    }
+    // Kept as written: runbook names are appended to it directly.
+    if (const Entry* url = Optional(*fields, "runbook_base_url")) {
+      alerting_.runbook_base_url =
+          HttpUrl(*url, Join(path, "runbook_base_url"), false).value_or("");
+    }
+    if (const Entry* labels = Optional(*fields, "external_labels")) {
+      ParseExternalLabels(*labels, Join(path, "external_labels"));
+    }
+  }
+
+  void ParseAlertmanagers(const Entry& entry, const std::string& path,
+                          std::vector<std::string>& urls) {
+    if (!Sequence(entry, path)) return;
+    SeenNames seen_urls;
+    for (size_t i = 0; i < entry.value.size(); ++i) {
+      const YAML::Node& node = entry.value[i];
+      const std::string item_path = Index(path, i);
+      const std::optional<Fields> fields = ReadMapping(node, item_path, {"url"});
+      const Entry* url_entry = fields ? Required(*fields, node, item_path, "url") : nullptr;
+      if (!url_entry) continue;
+      const std::string url_path = Join(item_path, "url");
+      const std::optional<std::string> url = HttpUrl(*url_entry, url_path, true);
+      if (!url) continue;
+      // The URL is not echoed: it may carry basic-auth credentials.
+      const auto [first, inserted] = seen_urls.emplace(*url, url_entry->Mark().line + 1);
+      if (!inserted) {
+        AddError(url_entry->Mark(), url_path,
+                 "duplicate url (first at line " + std::to_string(first->second) + ")");
+        continue;
+      }
+      urls.push_back(*url);
+    }
+  }
+
+  void ParseExternalLabels(const Entry& entry, const std::string& path) {
+    if (!entry.value.IsMap()) {
+      AddError(entry.Mark(), path, "expected a mapping");
+      return;
+    }
+    SeenNames seen;
+    for (const auto& kv : entry.value) {
+      const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      const std::string label_path = Join(path, name);
+      const YAML::Mark mark = kv.first.Mark();
+      if (!IsLabelName(name)) {
+        AddError(mark, label_path, "expected a label name matching [a-zA-Z_][a-zA-Z0-9_]*");
+        continue;
+      }
+      if (StartsWith(name, "__")) {
+        AddError(mark, label_path, "reserved: names starting with __ are for internal use");
+        continue;
+      }
+      if (std::find(std::begin(kReservedLabels), std::end(kReservedLabels), name) !=
+          std::end(kReservedLabels)) {
+        AddError(mark, label_path,
+                 "reserved: the detector sets alertname, severity, cluster and scope itself");
+        continue;
+      }
+      const auto [first, inserted] = seen.emplace(name, mark.line + 1);
+      if (!inserted) {
+        AddError(mark, label_path,
+                 "duplicate key (first at line " + std::to_string(first->second) + ")");
+        continue;
+      }
+      const Entry label{kv.first, kv.second};
+      const std::optional<std::string> value = String(label, label_path);
+      if (!value) continue;
+      // Prometheus drops empty labels, so one here would differ between the two alert paths.
+      if (value->empty()) {
+        AddError(label.Mark(), label_path, "expected a non-empty string");
+        continue;
+      }
+      alerting_.external_labels.emplace_back(name, *value);
+    }
+  }
+
+  std::string file_;
+  std::vector<ConfigError> errors_;
+  std::vector<ClusterSpec> clusters_;
+  AlertingSpec alerting_;
+  SuppressionsSpec suppressions_;
+  std::vector<std::string> watched_globs_;
+};
+
+std::string QuoteConninfoValue(const std::string& value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+HostPort SplitHostPort(const std::string& authority, const std::string& default_port) {
+  HostPort out{authority, default_port};
+  // The last ':' separates the port unless it sits inside an IPv6 address's brackets.
+  if (const auto colon = authority.rfind(':');
+      colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
+    out.host = authority.substr(0, colon);
+    out.port = authority.substr(colon + 1);
+  }
+  if (out.host.size() > 2 && out.host.front() == '[') {
+    out.host = out.host.substr(1, out.host.size() - 2);
+  }
+  return out;
+}
+
+MemberSpec MemberAt(std::string name, const HostPort& at, const std::string& hostless_dsn,
+                    const std::optional<std::string>& password_file,
+                    const std::optional<std::string>& password_env) {
+  MemberSpec member;
+  member.name = std::move(name);
+  member.dsn = "host=" + QuoteConninfoValue(at.host) + " port=" + QuoteConninfoValue(at.port) +
+               " " + hostless_dsn;
+  member.address = at.host + ":" + at.port;
+  member.password_file = password_file;
+  member.password_env = password_env;
+  return member;
+}
+
+std::string ConfigError::ToString() const {
+  std::string out = file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
+  if (!key.empty()) out += key + ": ";
+  return out + message;
+}
+
+ConfigResult LoadConfig(const std::string& path) {
+  ReadResult text = ReadFile(path);
+  if (const auto* error = std::get_if<std::error_code>(&text)) {
+    return std::vector<ConfigError>{{path, 0, 0, "", "cannot read file: " + error->message()}};
+  }
+  return ParseConfig(std::get<std::string>(text), path);
+}
+
+ConfigResult ParseConfig(const std::string& yaml_text, const std::string& file) {
+  return ConfigParser(file).Parse(yaml_text);
+}
+
+std::optional<Millis> ParseDuration(const std::string& text) {
+  std::optional<Millis> d = ParseDurationOrZero(text);
+  if (d && d->count() == 0) return std::nullopt;
+  return d;
+}
+
+std::string FormatDuration(Millis d) {
+  if (d.count() <= 0) return d.count() == 0 ? "0s" : "-" + FormatDuration(-d);
+  std::string out;
+  Millis::rep rest = d.count();
+  for (const Unit& unit : kUnits) {
+    if (rest >= unit.ms) out += std::to_string(rest / unit.ms) + unit.suffix;
+    rest %= unit.ms;
+  }
+  return out;
+}
+
+std::variant<std::optional<std::string>, std::string> ResolvePassword(const MemberSpec& member) {
+  using Result = std::variant<std::optional<std::string>, std::string>;
+  if (member.password_file) {
+    ReadResult content = ReadFile(*member.password_file);
+    if (const auto* error = std::get_if<std::error_code>(&content)) {
+      return Result(std::in_place_index<1>,
+                    "cannot read password_file " + *member.password_file + ": " + error->message());
+    }
+    std::string password = std::move(std::get<std::string>(content));
+    if (!password.empty() && password.back() == '\n') {
+      password.pop_back();
+      if (!password.empty() && password.back() == '\r') password.pop_back();
+    }
+    return Result(std::in_place_index<0>, std::move(password));
+  }
+  if (member.password_env) {
+    const char* value = std::getenv(member.password_env->c_str());
+    if (!value) {
+      return Result(std::in_place_index<1>,
+                    "environment variable " + *member.password_env + " is not set");
+    }
+    return Result(std::in_place_index<0>, std::string(value));
+  }
+  return Result(std::in_place_index<0>, member.inline_password);
+}
+
+}  // namespace sbd

@@ -1,0 +1,197 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "detector/config/config_error.h"
+#include "detector/config/declaration.h"
+
+namespace sbd {
+
+using Millis = std::chrono::milliseconds;
+
+/// One member of a cluster as the runtime sees it: a name and how to reach its PostgreSQL.
+/// Plain value type; thread-safe to share once built.
+struct MemberSpec {
+  std::string name;
+  /// libpq connection string without any password (validated by libpq's own parser).
+  std::string dsn;
+  /// host:port (or socket directory) for display; never contains a secret.
+  std::string address;
+  /// Where the password comes from, if anywhere: at most one of these is set.
+  std::optional<std::string> password_file;
+  std::optional<std::string> password_env;
+  /// Password found inline in the DSN (allowed, never required, never logged or exported).
+  std::optional<std::string> inline_password;
+  /// Patroni clusters: the member's REST API base URL ("http://host:8008"); empty otherwise.
+  std::string patroni_url;
+  /// True when the member came from DCS discovery rather than the config file.
+  bool discovered = false;
+};
+
+/// What kind of cluster this is: plain PostgreSQL, or Patroni with its lock in etcd.
+enum class ClusterKind { kPostgres, kPatroni };
+
+/// How to reach members found in the DCS: their conn_url gives host and port, this gives the
+/// rest of the libpq settings and the credentials.
+struct DiscoverySpec {
+  bool enabled = false;
+  /// libpq settings without host/port, e.g. "user=splitbrain dbname=postgres sslmode=prefer".
+  std::string dsn;
+  std::optional<std::string> password_file;
+  std::optional<std::string> password_env;
+  /// At most this many discovered members per cluster: a DCS that anyone can write to must not
+  /// make the detector probe without limit.
+  int max_members = 16;
+  /// A discovered member that has been gone from the DCS and unreadable this long is dropped.
+  Millis expire_after = std::chrono::minutes(10);
+};
+
+/// Members read from Prometheus file_sd target files (JSON or YAML, as Prometheus reads them):
+/// the targets whose label `group_by` equals `group` are this cluster's members, so users reuse
+/// the target lists they already have. Re-read when the files change.
+struct FileSdSpec {
+  std::vector<std::string> files;  ///< paths or globs
+  std::string group_by;            ///< the label that groups targets into clusters
+  std::string group;               ///< its value for this cluster (default: the cluster name)
+  std::string name_label;          ///< label holding the member's name (default: the target)
+  std::string port;                ///< PostgreSQL port, when targets point at an exporter
+  std::string patroni_url_label;   ///< Patroni: label holding the member's REST URL
+  /// libpq settings without host/port, and the credentials, as for discovery.
+  std::string dsn;
+  std::optional<std::string> password_file;
+  std::optional<std::string> password_env;
+};
+
+/// A cluster: members that share one lock and are expected to share one lineage.
+struct ClusterSpec {
+  std::string name;
+  Millis ttl{30000};
+  /// Default ttl/10; never above ttl/3.
+  Millis probe_interval{3000};
+  /// Default min(probe_interval, 2s); never above probe_interval.
+  Millis probe_timeout{2000};
+  /// Expected PostgreSQL system identifier; when empty the detector learns it from the
+  /// majority of members it reads.
+  std::string system_identifier;
+  std::vector<MemberSpec> members;
+
+  ClusterKind kind = ClusterKind::kPostgres;
+  /// Patroni: the scope (cluster name in the DCS); the namespace prefix, "/service" by default.
+  std::string scope;
+  std::string dcs_namespace = "/service";
+  /// Patroni: etcd v3 JSON gateway endpoints ("http://127.0.0.1:2379"), tried in turn.
+  std::vector<std::string> etcd_endpoints;
+  /// Patroni: true when ttl was not given, so the DCS config's ttl should be used.
+  bool ttl_from_dcs = false;
+  /// Patroni: members found in the DCS members keys are probed too.
+  DiscoverySpec discovery;
+  /// Members from file_sd target files (added to the configured ones).
+  std::optional<FileSdSpec> file_sd;
+};
+
+/// Where alerts go: every Alertmanager gets every alert (POST /api/v2/alerts).
+struct AlertingSpec {
+  std::vector<std::string> alertmanager_urls;
+  /// Re-send firing alerts this often; endsAt is leased 4 times this far ahead.
+  Millis resend_interval{30000};
+  Millis timeout{2000};
+  /// Base for generatorURL; default "http://<hostname>:<port>" of --web.listen-address.
+  std::string external_url;
+  /// Where runbook_url annotations point; default "<external_url>/runbooks/".
+  std::string runbook_base_url;
+  /// Extra labels on every alert (as Prometheus' external_labels), so the rule path and the
+  /// direct push carry the same label set.
+  std::vector<std::pair<std::string, std::string>> external_labels;
+};
+
+/// Declarations kept as silences in the Alertmanager cluster
+/// (suppressions.alertmanager_silences; see suppressors/alertmanager_silences.h).
+struct AlertmanagerSilencesSpec {
+  bool enabled = false;
+  /// Where to read them: the block's own alertmanagers, else alerting.alertmanagers.
+  std::vector<std::string> alertmanager_urls;
+  Millis refresh_interval{5000};
+  /// Per Alertmanager and read: a hung one never delays the others or the drop-in refresh.
+  Millis timeout{2000};
+  /// The label set of the detector's SplitBrain page, one per cluster (external labels
+  /// included), to tell when a silence hides it.
+  std::vector<std::map<std::string, std::string>> page_labels;
+};
+
+/// Provisioning declarations and where they come from (see suppressors/).
+struct SuppressionsSpec {
+  /// No declaration may be made for longer than this.
+  Millis max_duration{Millis(24 * 3600 * 1000)};
+  /// One YAML file per declaration, picked up without restart.
+  std::string dropin_dir;
+  /// Where declarations made through the HTTP API are kept across restarts.
+  std::string state_file;
+  /// Declarations written in the config itself.
+  std::vector<Declaration> declarations;
+  /// Declarations read from Alertmanager silences.
+  AlertmanagerSilencesSpec alertmanager_silences;
+};
+
+/// A configuration that passed every check. The only config type the runtime accepts:
+/// it can only be produced by LoadConfig/ParseConfig, so validation cannot be skipped.
+class ValidatedConfig {
+ public:
+  const std::vector<ClusterSpec>& clusters() const { return clusters_; }
+  const std::string& source() const { return source_; }
+  const AlertingSpec& alerting() const { return alerting_; }
+  const SuppressionsSpec& suppressions() const { return suppressions_; }
+  /// Files whose change should reload the config: file_sd target files (globs expanded).
+  const std::vector<std::string>& watched_globs() const { return watched_globs_; }
+
+ private:
+  friend class ConfigParser;
+  ValidatedConfig() = default;
+  std::vector<ClusterSpec> clusters_;
+  AlertingSpec alerting_;
+  SuppressionsSpec suppressions_;
+  std::vector<std::string> watched_globs_;
+  std::string source_;
+};
+
+using ConfigResult = std::variant<ValidatedConfig, std::vector<ConfigError>>;
+
+/// Reads and validates a YAML config file; reports every error at once. Thread-safe.
+ConfigResult LoadConfig(const std::string& path);
+
+/// Validates YAML text; `file` is only used in error messages. Thread-safe.
+ConfigResult ParseConfig(const std::string& yaml_text, const std::string& file);
+
+/// Parses a Prometheus-style duration ("500ms", "2s", "1m30s"); nullopt when malformed
+/// or not positive.
+std::optional<Millis> ParseDuration(const std::string& text);
+
+/// Formats a duration the way ParseDuration reads it ("1m30s", "250ms").
+std::string FormatDuration(Millis d);
+
+/// A libpq keyword/value value in single quotes, with backslash and quote escaped.
+std::string QuoteConninfoValue(const std::string& value);
+
+/// Host and port of "host:port", "[v6addr]:port" or a bare host (then `default_port`).
+struct HostPort {
+  std::string host;
+  std::string port;
+};
+HostPort SplitHostPort(const std::string& authority, const std::string& default_port = "5432");
+
+/// A member found at `at` rather than written in the config (DCS discovery, file_sd targets):
+/// host and port are quoted into the DSN, since neither source is trusted to be well-formed,
+/// ahead of `hostless_dsn`, the libpq settings that carry no host or port.
+MemberSpec MemberAt(std::string name, const HostPort& at, const std::string& hostless_dsn,
+                    const std::optional<std::string>& password_file,
+                    const std::optional<std::string>& password_env);
+
+/// Resolves the member's password from its file or environment variable, or the inline
+/// one. Returns an error message (never containing the secret) on failure.
+std::variant<std::optional<std::string>, std::string> ResolvePassword(const MemberSpec& member);
+
+}  // namespace sbd

@@ -1,0 +1,731 @@
+#include "detector/engine/scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <future>
+
+#include "detector/common/internal_errors.h"
+#include "detector/common/logfmt.h"
+#include "probes/etcd.h"
+#include "probes/http_json.h"
+#include "probes/patroni.h"
+#include "probes/postgres.h"
+#include "suppressors/transition.h"
+
+namespace sbd {
+
+namespace {
+
+// How long past its deadline the scheduler waits for a probe thread to hand back its result.
+constexpr auto kCollectGrace = std::chrono::milliseconds(50);
+
+Observation TimedOut(const std::string& member, const ReadingWindow& window,
+                     const std::string& why) {
+  Observation obs;
+  obs.member = member;
+  obs.window = window;
+  obs.window.received = SteadyClock::now();
+  obs.result = ProbeFailure{ProbeFailureReason::kTimeout, why};
+  return obs;
+}
+
+size_t DiscoveredCount(const ClusterSpec& spec) {
+  return static_cast<size_t>(std::count_if(spec.members.begin(), spec.members.end(),
+                                           [](const MemberSpec& m) { return m.discovered; }));
+}
+
+// What a reload keeps of a cluster (see Scheduler::Inherit). `now` has the new spec, whose
+// members were already chosen; histories and counters follow those members.
+void InheritState(const ClusterSnapshot& old, ClusterSnapshot& now) {
+  for (const auto& member : now.spec.members) {
+    if (auto it = old.history.members.find(member.name); it != old.history.members.end()) {
+      now.history.members[member.name] = it->second;
+    }
+    if (auto it = old.counters.find(member.name); it != old.counters.end()) {
+      now.counters[member.name] = it->second;
+    }
+  }
+  now.history.lineage = old.history.lineage;
+  now.has_round = old.has_round;
+  now.assessment = old.assessment;
+  now.rounds = old.rounds;
+  now.confirmations_accepted = old.confirmations_accepted;
+  now.confirmations_rejected = old.confirmations_rejected;
+  now.overruns = old.overruns;
+  now.last_round_start = old.last_round_start;
+  now.last_round_end = old.last_round_end;
+  now.last_round_seconds = old.last_round_seconds;
+  now.verdict_since = old.verdict_since;
+  now.verdict_rounds = old.verdict_rounds;
+  now.split_brain_open = old.split_brain_open;
+  now.split_brain_opened_at = old.split_brain_opened_at;
+  now.last_good_dcs = old.last_good_dcs;
+  now.last_dcs_success = old.last_dcs_success;
+  now.dcs_failures = old.dcs_failures;
+  now.dcs_consecutive_failures = old.dcs_consecutive_failures;
+  now.transitions = old.transitions;
+  now.last_transition = old.last_transition;
+  now.last_transition_at = old.last_transition_at;
+  now.last_primary = old.last_primary;
+  now.last_primary_timeline = old.last_primary_timeline;
+  now.forks = old.forks;
+  now.fork_rounds = old.fork_rounds;
+  now.discovered_expired = old.discovered_expired;
+  for (const auto& obs : old.last_round) {
+    const bool kept = std::any_of(now.spec.members.begin(), now.spec.members.end(),
+                                  [&](const MemberSpec& m) { return m.name == obs.member; });
+    if (kept) now.last_round.push_back(obs);
+  }
+}
+
+}  // namespace
+
+ProbeFactory PostgresProbeFactory() {
+  return [](const ClusterSpec& cluster, const MemberSpec& member) {
+    return std::make_unique<PostgresProbe>(member, cluster.probe_timeout);
+  };
+}
+
+ProbeExecutor::ProbeExecutor(size_t threads) { EnsureThreads(threads); }
+
+ProbeExecutor::~ProbeExecutor() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    threads.swap(threads_);
+  }
+  cv_.notify_all();
+  for (auto& t : threads) t.join();
+}
+
+void ProbeExecutor::Submit(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void ProbeExecutor::EnsureThreads(size_t threads) {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (!stop_ && threads_.size() < threads) threads_.emplace_back([this] { Work(); });
+}
+
+size_t ProbeExecutor::threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return threads_.size();
+}
+
+void ProbeExecutor::Work() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and nothing left to run
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Guarded("probe executor", task);
+  }
+}
+
+/// One member's probes and whether a call of each is still running.
+struct Scheduler::MemberSlot {
+  std::unique_ptr<MemberProbe> probe;
+  std::atomic<bool> busy{false};
+  std::unique_ptr<PatroniRestProbe> rest;  // Patroni members only
+  std::atomic<bool> rest_busy{false};
+};
+
+/// A cluster's probes and state. Only its own thread changes `members` and `state.spec`
+/// (under Scheduler::mu_), so that thread may read them without the lock.
+struct Scheduler::ClusterRuntime {
+  /// Shared with the calls in flight, so that a member dropped by discovery outlives them.
+  std::vector<std::shared_ptr<MemberSlot>> members;
+  std::unique_ptr<EtcdScopeProbe> dcs_probe;  // Patroni clusters only
+  std::atomic<bool> dcs_busy{false};
+  /// Discovered members absent from the DCS's latest answer, and since when.
+  std::map<std::string, WallClock::time_point> absent_since;
+  ClusterSnapshot state;  // guarded by Scheduler::mu_
+};
+
+Scheduler::Scheduler(const ValidatedConfig& config, ProbeFactory factory)
+    : factory_(std::move(factory)) {
+  executor_ = std::make_unique<ProbeExecutor>(2);
+  for (const auto& spec : config.clusters()) {
+    auto cluster = std::make_unique<ClusterRuntime>();
+    cluster->state.spec = spec;
+    cluster->state.spec.members.clear();
+    for (const auto& member : spec.members) AddMemberSlot(*cluster, member);
+    if (spec.kind == ClusterKind::kPatroni) {
+      cluster->dcs_probe =
+          std::make_unique<EtcdScopeProbe>(spec.etcd_endpoints, spec.dcs_namespace, spec.scope);
+    }
+    clusters_.push_back(std::move(cluster));
+  }
+  SizeExecutor();
+}
+
+Scheduler::~Scheduler() { Stop(); }
+
+void Scheduler::AddMemberSlot(ClusterRuntime& cluster, MemberSpec member) {
+  auto slot = std::make_shared<MemberSlot>();
+  slot->probe = factory_(cluster.state.spec, member);
+  if (!member.patroni_url.empty()) {
+    slot->rest = std::make_unique<PatroniRestProbe>(member.patroni_url);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  cluster.members.push_back(std::move(slot));
+  cluster.state.counters.emplace(member.name, MemberCounters{});
+  cluster.state.spec.members.push_back(std::move(member));
+}
+
+void Scheduler::SizeExecutor() {
+  // A call holds a thread at most until its deadline (or libpq's connect_timeout), and a busy
+  // probe is never called twice, so one thread per concurrent call can never starve anyone:
+  // the lock store, and PostgreSQL plus REST for each member. Patroni clusters keep room for
+  // five members, so that the first discoveries need no new threads.
+  size_t calls = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const auto& cluster : clusters_) {
+    const ClusterSpec& spec = cluster->state.spec;
+    const bool patroni = spec.kind == ClusterKind::kPatroni;
+    calls +=
+        patroni ? 1 + 2 * std::max<size_t>(cluster->members.size(), 5) : cluster->members.size();
+  }
+  lock.unlock();
+  executor_->EnsureThreads(std::max<size_t>(2, calls));
+}
+
+void Scheduler::Inherit(const std::vector<ClusterSnapshot>& previous) {
+  for (auto& cluster : clusters_) {
+    ClusterSnapshot& now = cluster->state;
+    auto old = std::find_if(previous.begin(), previous.end(),
+                            [&](const ClusterSnapshot& s) { return s.spec.name == now.spec.name; });
+    if (old == previous.end()) continue;
+    // Discovered members stay watched: a zombie's DCS key expires with its lease, so the DCS
+    // alone would never list it again.
+    for (const auto& member : old->spec.members) {
+      const bool configured =
+          std::any_of(now.spec.members.begin(), now.spec.members.end(),
+                      [&](const MemberSpec& m) { return m.name == member.name; });
+      if (!configured && member.discovered && now.spec.discovery.enabled &&
+          DiscoveredCount(now.spec) < static_cast<size_t>(now.spec.discovery.max_members)) {
+        // The new discovery settings (dsn, credentials) apply; the address is the one found.
+        AddMemberSlot(*cluster, DiscoveredAt(now.spec, member.name, SplitHostPort(member.address),
+                                             member.patroni_url));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    InheritState(*old, now);
+  }
+  SizeExecutor();
+}
+void Scheduler::SetRoundListener(RoundListener listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listener_ = std::move(listener);
+}
+
+void Scheduler::SetDeclarationSource(DeclarationSource source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  declarations_ = std::move(source);
+}
+
+void Scheduler::Start() {
+  for (auto& cluster : clusters_) {
+    threads_.emplace_back([this, c = cluster.get()] { ClusterLoop(*c); });
+  }
+}
+
+void Scheduler::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void Scheduler::RunOnce() {
+  std::vector<std::thread> rounds;
+  for (auto& cluster : clusters_) {
+    rounds.emplace_back([this, c = cluster.get()] { Guarded("round", [&] { RunRound(*c); }); });
+  }
+  for (auto& t : rounds) t.join();
+}
+
+std::vector<ClusterSnapshot> Scheduler::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ClusterSnapshot> out;
+  for (const auto& cluster : clusters_) out.push_back(cluster->state);
+  return out;
+}
+
+bool Scheduler::AllClustersHaveRun() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& cluster : clusters_) {
+    if (!cluster->state.has_round) return false;
+  }
+  return true;
+}
+
+void Scheduler::ClusterLoop(ClusterRuntime& cluster) {
+  auto next = SteadyClock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    // A round that throws (it must not) is counted; the cluster is probed again next interval.
+    Guarded("round", [&] { RunRound(cluster); });
+    lock.lock();
+    // Read each time: a Patroni cluster's interval follows the TTL found in the DCS.
+    next += cluster.state.spec.probe_interval;
+    auto now = SteadyClock::now();
+    if (next < now) {
+      // The round ran past the next slot: start at once rather than firing a burst.
+      ++cluster.state.overruns;
+      next = now;
+    }
+    stop_cv_.wait_until(lock, next, [this] { return stopping_; });
+  }
+}
+
+template <typename T>
+std::optional<std::future<T>> Scheduler::Launch(std::shared_ptr<MemberSlot> keep,
+                                                std::atomic<bool>& busy, std::function<T()> call,
+                                                std::function<T(ProbeFailure)> failed) {
+  if (busy.exchange(true)) return std::nullopt;
+  auto promise = std::make_shared<std::promise<T>>();
+  auto future = promise->get_future();
+  executor_->Submit(
+      [keep = std::move(keep), &busy, promise, call = std::move(call), failed = std::move(failed)] {
+        std::optional<T> value;
+        // A probe that throws (it must not) still answers, and its member is probed again.
+        Guarded("probe", [&] { value.emplace(call()); });
+        if (!value) {
+          value.emplace(failed(ProbeFailure{ProbeFailureReason::kInternal,
+                                            "the probe failed unexpectedly (internal error)"}));
+        }
+        busy.store(false);
+        promise->set_value(std::move(*value));
+      });
+  return future;
+}
+
+Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
+                                               const std::vector<size_t>& member_indexes,
+                                               bool confirmation) {
+  const ClusterSpec& spec = cluster.state.spec;
+  const auto deadline = SteadyClock::now() + spec.probe_timeout;
+  const ReadingWindow started{WallClock::now(), SteadyClock::now(), SteadyClock::now()};
+  // The previous call of a probe may still be blocked (e.g. in libpq's connect_timeout):
+  // that is its answer again, and the round does not wait for it.
+  auto collect = [&](auto& future, auto on_missing) {
+    using T = std::decay_t<decltype(future->get())>;
+    if (!future) return on_missing("previous probe still running");
+    if (future->wait_until(deadline + kCollectGrace) != std::future_status::ready) {
+      return on_missing("no answer before the deadline");
+    }
+    return T(future->get());
+  };
+
+  // Everything starts before anything is awaited: lock store, PostgreSQL and REST together.
+  // The lock store is re-read at confirmation too: a failover's new holder takes the key
+  // just before it promotes, so the first round may have read the key before it existed.
+  std::optional<std::future<DcsResult>> dcs;
+  if (cluster.dcs_probe) {
+    dcs = Launch<DcsResult>(
+        nullptr, cluster.dcs_busy,
+        [&cluster, deadline] { return cluster.dcs_probe->Read(deadline); },
+        [](ProbeFailure f) { return DcsResult(std::move(f)); });
+  }
+  auto gate =
+      confirmation ? std::make_shared<StartGate>(static_cast<int>(member_indexes.size())) : nullptr;
+  std::vector<std::optional<std::future<Observation>>> databases;
+  std::vector<std::optional<std::future<PatroniResult>>> claims(member_indexes.size());
+  for (size_t i = 0; i < member_indexes.size(); ++i) {
+    const std::shared_ptr<MemberSlot>& shared = cluster.members[member_indexes[i]];
+    MemberSlot& slot = *shared;
+    const std::string& name = spec.members[member_indexes[i]].name;
+    databases.push_back(Launch<Observation>(
+        shared, slot.busy,
+        [&slot, deadline, gate] { return slot.probe->Probe(deadline, gate.get()); },
+        [name, started, gate](ProbeFailure f) {
+          // A probe that threw may not have arrived at the gate.
+          if (gate) gate->Arrive();
+          Observation obs = TimedOut(name, started, "");
+          obs.result = std::move(f);
+          return obs;
+        }));
+    if (!databases.back() && gate) gate->Arrive();
+    if (slot.rest && !confirmation) {
+      claims[i] = Launch<PatroniResult>(
+          shared, slot.rest_busy, [&slot, deadline] { return slot.rest->Read(deadline); },
+          [](ProbeFailure f) { return PatroniResult(std::move(f)); });
+    }
+  }
+
+  RoundReadings out;
+  for (size_t i = 0; i < member_indexes.size(); ++i) {
+    const size_t index = member_indexes[i];
+    const std::string& name = spec.members[index].name;
+    Observation obs =
+        collect(databases[i], [&](const char* why) { return TimedOut(name, started, why); });
+    if (cluster.members[index]->rest && !confirmation) {
+      obs.patroni = collect(claims[i], [](const char* why) {
+        return PatroniResult(ProbeFailure{ProbeFailureReason::kTimeout, why});
+      });
+    }
+    out.members.push_back(std::move(obs));
+  }
+  if (cluster.dcs_probe) {
+    out.dcs = collect(dcs, [](const char* why) {
+      return DcsResult(ProbeFailure{ProbeFailureReason::kTimeout, why});
+    });
+  }
+  return out;
+}
+
+void Scheduler::RunRound(ClusterRuntime& cluster) {
+  const ClusterSpec& spec = cluster.state.spec;
+  const auto round_start_wall = WallClock::now();
+  const auto round_start = SteadyClock::now();
+  std::vector<size_t> everyone(spec.members.size());
+  for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
+  RoundReadings readings = ProbeRound(cluster, everyone, false);
+  std::vector<Observation>& round = readings.members;
+  const DcsResult* dcs = readings.dcs ? &*readings.dcs : nullptr;
+
+  // Judge the candidate against the lineage the history would give after this round.
+  ClusterHistory preview;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    preview = cluster.state.history;
+  }
+  for (const auto& obs : round) {
+    RecordObservation(preview.members[obs.member], obs, round_start_wall);
+  }
+  const std::string lineage = ChooseLineage(spec, preview, dcs);
+
+  bool candidate = false;
+  bool confirmed = false;
+  std::optional<TransitionEvidence> transition;
+  std::vector<size_t> again;
+  for (size_t i = 0; i < round.size(); ++i) {
+    const Observation& obs = round[i];
+    if (obs.seen_writable() && obs.reading()->system_identifier == lineage &&
+        !ClaimsOtherScope(spec, obs)) {
+      again.push_back(i);
+    }
+  }
+  if (again.size() >= 2) {
+    candidate = true;
+    RoundReadings reprobe = ProbeRound(cluster, again, true);
+    confirmed = !ConfirmedWritable(reprobe.members, lineage, &round).empty();
+    if (!confirmed) transition = DescribeTransition(round, reprobe.members);
+    if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
+      readings.dcs = std::move(reprobe.dcs);
+      dcs = &*readings.dcs;
+    }
+    // The re-probe is the fresher reading: it replaces the first one, keeping the claim.
+    for (size_t i = 0; i < again.size(); ++i) {
+      reprobe.members[i].patroni = std::move(round[again[i]].patroni);
+      round[again[i]] = std::move(reprobe.members[i]);
+    }
+  }
+  const auto round_end_wall = WallClock::now();
+  std::string holder;
+  if (dcs != nullptr) {
+    if (const DcsView* view = std::get_if<DcsView>(dcs)) holder = view->holder;
+  }
+
+  DeclarationSource declarations;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    declarations = declarations_;
+  }
+  // Outside the lock: the source may read files.
+  const std::vector<Declaration> active =
+      declarations ? declarations(round_end_wall) : std::vector<Declaration>{};
+
+  RoundListener listener;
+  ClusterSnapshot snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ClusterSnapshot& state = cluster.state;
+    for (const auto& obs : round) {
+      RecordObservation(state.history.members[obs.member], obs, round_end_wall, holder);
+      MemberCounters& counters = state.counters[obs.member];
+      ++counters.probes;
+      counters.last_duration_seconds = obs.window.Seconds();
+      if (const ProbeFailure* failure = obs.failure()) {
+        ++counters.failures_by_reason[ReasonName(failure->reason)];
+      }
+      if (obs.patroni) {
+        if (const auto* failure = std::get_if<ProbeFailure>(&*obs.patroni)) {
+          ++counters.rest_failures_by_reason[ReasonName(failure->reason)];
+        }
+      }
+    }
+    if (dcs != nullptr) RecordDcs(state, *dcs, round_end_wall);
+    state.history.lineage = ChooseLineage(spec, state.history, dcs);
+    Assessment assessment = Assess(spec, round, state.history, confirmed, dcs);
+    if (!transition) {
+      transition = DescribePrimaryMove(state.last_primary, state.last_primary_timeline,
+                                       assessment.writable, round);
+    }
+    if (assessment.writable.size() == 1) {
+      state.last_primary = assessment.writable.front();
+      for (const auto& obs : round) {
+        if (obs.member == state.last_primary) state.last_primary_timeline = obs.reading()->timeline;
+      }
+    }
+    ApplySuppressors(
+        SuppressionInput{spec, round, state.history, active, transition, round_end_wall},
+        assessment);
+    if (candidate) ++(confirmed ? state.confirmations_accepted : state.confirmations_rejected);
+    if (transition) {
+      ++state.transitions;
+      state.last_transition = transition;
+      state.last_transition_at = round_end_wall;
+      spdlog::info("cluster={} msg=\"transition, not a split brain\" evidence=\"{}\"", spec.name,
+                   transition->summary);
+    }
+    for (const auto& s : assessment.suppressions) {
+      const bool changed = s.suppressor == "provisioning";
+      const bool was =
+          std::any_of(state.assessment.suppressions.begin(), state.assessment.suppressions.end(),
+                      [&](const Suppression& old) {
+                        return old.suppressor == s.suppressor &&
+                               old.declaration_id == s.declaration_id && old.hidden == s.hidden;
+                      });
+      if (changed && !was) {
+        spdlog::warn(
+            "cluster={} msg=\"finding suppressed\" hidden={} suppressor={} kind={} "
+            "declaration={} reason=\"{}\" expires={}",
+            spec.name, s.hidden, s.suppressor, s.kind, s.declaration_id, LogfmtEscape(s.reason),
+            FormatRfc3339(s.expires));
+      }
+    }
+    if (!state.has_round || assessment.verdict != state.assessment.verdict) {
+      state.verdict_since = round_end_wall;
+      state.verdict_rounds = 0;
+      spdlog::log(
+          assessment.verdict == Verdict::kHealthy ? spdlog::level::info : spdlog::level::warn,
+          "cluster={} verdict={} lineage={} summary=\"{}\"", spec.name,
+          VerdictName(assessment.verdict), assessment.lineage, assessment.summary);
+    }
+    ++state.verdict_rounds;
+    if (assessment.verdict == Verdict::kSplitBrain) {
+      if (!state.split_brain_open) state.split_brain_opened_at = round_end_wall;
+      state.split_brain_open = true;
+    } else if (assessment.unreadable.empty() && assessment.writable.size() <= 1) {
+      state.split_brain_open = false;
+    }
+    state.assessment = std::move(assessment);
+    state.last_round = std::move(round);
+    UpdateForks(active, round_end_wall);
+    const bool undeclared_fork =
+        std::any_of(state.forks.begin(), state.forks.end(),
+                    [](const LineageFork& f) { return !f.declared_by.has_value(); });
+    state.fork_rounds = undeclared_fork ? state.fork_rounds + 1 : 0;
+    state.has_round = true;
+    ++state.rounds;
+    state.last_round_start = round_start_wall;
+    state.last_round_end = round_end_wall;
+    state.last_round_seconds =
+        std::chrono::duration<double>(SteadyClock::now() - round_start).count();
+    listener = listener_;
+    if (listener) snapshot = state;
+  }
+  if (dcs != nullptr) {
+    if (const DcsView* view = std::get_if<DcsView>(dcs)) AdoptDcsMembers(cluster, *view);
+  }
+  if (listener) listener(snapshot);
+}
+
+void Scheduler::UpdateForks(const std::vector<Declaration>& active, WallClock::time_point now) {
+  // Every cluster's round calls this; across thousands of clusters once per 250 ms is enough
+  // (a fork must persist for rounds before it warns).
+  const auto steady = SteadyClock::now();
+  if (clusters_.size() > 1 && steady - forks_updated_ < std::chrono::milliseconds(250)) return;
+  forks_updated_ = steady;
+  std::vector<LineageSighting> sightings;
+  for (const auto& cluster : clusters_) {
+    const ClusterSnapshot& c = cluster->state;
+    if (!c.has_round) continue;
+    const std::string home = c.spec.scope.empty() ? c.spec.name : c.spec.scope;
+    for (const auto& obs : c.last_round) {
+      if (!obs.seen_writable()) continue;
+      std::string unit = home;
+      if (obs.patroni) {
+        if (const auto* claim = std::get_if<PatroniReading>(&*obs.patroni)) unit = claim->scope;
+      }
+      sightings.push_back({c.spec.name, unit, home, obs.reading()->system_identifier, obs.member});
+    }
+  }
+  auto forks = FindLineageForks(sightings, active, now);
+  for (auto& cluster : clusters_) {
+    ClusterSnapshot& c = cluster->state;
+    auto it = forks.find(c.spec.name);
+    std::vector<LineageFork> next = it == forks.end() ? std::vector<LineageFork>{} : it->second;
+    if (next.size() != c.forks.size()) {
+      for (const auto& f : next) {
+        spdlog::warn(
+            "cluster={} msg=\"lineage writable elsewhere too\" lineage={} with=\"{}\" "
+            "declared={}",
+            c.spec.name, f.lineage, f.with.empty() ? "" : f.with.front(),
+            f.declared_by ? f.declared_by->id : "no");
+      }
+    }
+    c.forks = std::move(next);
+  }
+}
+
+void Scheduler::RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at) {
+  state.last_dcs = dcs;
+  if (const DcsView* view = std::get_if<DcsView>(&dcs)) {
+    const bool was_down = state.dcs_consecutive_failures > 0;
+    const bool rejected_changed =
+        !state.last_good_dcs || state.last_good_dcs->rejected != view->rejected;
+    if (rejected_changed && !view->rejected.empty()) {
+      // The reasons are escaped by the parser; at most a few go into the line.
+      spdlog::warn("cluster={} msg=\"lock store keys skipped as unreadable\" count={} first=\"{}\"",
+                   state.spec.name, view->rejected.size(), view->rejected.front());
+    }
+    state.last_good_dcs = *view;
+    state.last_dcs_success = at;
+    state.dcs_consecutive_failures = 0;
+    if (was_down) spdlog::info("cluster={} msg=\"lock store readable again\"", state.spec.name);
+    // With no ttl in the config, Patroni's own ttl is the one the page must beat.
+    if (state.spec.ttl_from_dcs && view->config_ttl && *view->config_ttl > 0) {
+      state.spec.ttl = Millis(*view->config_ttl * 1000);
+      if (state.spec.probe_interval > state.spec.ttl / 3) {
+        state.spec.probe_interval = state.spec.ttl / 10;
+        state.spec.probe_timeout = std::min(state.spec.probe_timeout, state.spec.probe_interval);
+      }
+    }
+    return;
+  }
+  ++state.dcs_failures;
+  if (state.dcs_consecutive_failures++ == 0) {
+    spdlog::warn(
+        "cluster={} msg=\"cannot read the lock store; still probing PostgreSQL\" "
+        "error=\"{}\"",
+        state.spec.name, std::get<ProbeFailure>(dcs).message);
+  }
+}
+
+void Scheduler::AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view) {
+  ClusterSpec& spec = cluster.state.spec;
+  const auto now = WallClock::now();
+  std::vector<std::string> rejected;
+  bool added = false;
+  for (const DcsMember& registered : view.members) {
+    auto known = std::find_if(spec.members.begin(), spec.members.end(),
+                              [&](const MemberSpec& m) { return m.name == registered.name; });
+    if (known != spec.members.end()) {
+      cluster.absent_since.erase(registered.name);
+      // A configured member without a REST URL gets the one Patroni registered.
+      MemberSlot& slot = *cluster.members[known - spec.members.begin()];
+      if (!slot.rest && !registered.api_url.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        known->patroni_url = UrlBase(registered.api_url);
+        slot.rest = std::make_unique<PatroniRestProbe>(known->patroni_url);
+      }
+      continue;
+    }
+    if (!spec.discovery.enabled) continue;
+    auto member = DiscoveredMember(spec, registered);
+    if (!member) continue;
+    // Anyone who can write to the DCS can register members: never probe without limit.
+    if (DiscoveredCount(spec) >= static_cast<size_t>(spec.discovery.max_members)) {
+      rejected.push_back(registered.name);
+      continue;
+    }
+    spdlog::info("cluster={} msg=\"discovered member\" member={} address={}", spec.name,
+                 member->name, member->address);
+    AddMemberSlot(cluster, std::move(*member));
+    added = true;
+  }
+  if (added) SizeExecutor();
+  for (const auto& m : spec.members) {
+    if (!m.discovered) continue;
+    const bool listed = std::any_of(view.members.begin(), view.members.end(),
+                                    [&](const DcsMember& r) { return r.name == m.name; });
+    if (listed) {
+      cluster.absent_since.erase(m.name);
+    } else {
+      cluster.absent_since.emplace(m.name, now);
+    }
+  }
+  ExpireDiscovered(cluster, now);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!rejected.empty() && cluster.state.discovery_rejected != rejected) {
+    spdlog::warn(
+        "cluster={} msg=\"DCS registers more members than discovery.max_members; not probing "
+        "the rest\" max_members={} not_probed={}",
+        spec.name, spec.discovery.max_members, rejected.size());
+  }
+  cluster.state.discovery_rejected = std::move(rejected);
+}
+
+void Scheduler::ExpireDiscovered(ClusterRuntime& cluster, WallClock::time_point now) {
+  // A zombie's DCS key expires with its lease, and that is exactly when it must stay watched:
+  // a discovered member goes only once it is gone from the DCS *and* unreadable for a while.
+  ClusterSpec& spec = cluster.state.spec;
+  const auto limit = spec.discovery.expire_after;
+  for (size_t i = spec.members.size(); i-- > 0;) {
+    const MemberSpec& m = spec.members[i];
+    auto absent = cluster.absent_since.find(m.name);
+    if (!m.discovered || absent == cluster.absent_since.end() || now - absent->second < limit) {
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto history = cluster.state.history.members.find(m.name);
+    const auto last_ok = history != cluster.state.history.members.end() && history->second.last_ok
+                             ? *history->second.last_ok
+                             : absent->second;
+    if (now - last_ok < limit) continue;
+    spdlog::info(
+        "cluster={} msg=\"discovered member expired: gone from the DCS and unreadable\" "
+        "member={} for={}s",
+        spec.name, m.name, std::chrono::duration_cast<std::chrono::seconds>(limit).count());
+    cluster.state.history.members.erase(m.name);
+    cluster.state.counters.erase(m.name);
+    cluster.absent_since.erase(absent);
+    cluster.members.erase(cluster.members.begin() + static_cast<std::ptrdiff_t>(i));
+    spec.members.erase(spec.members.begin() + static_cast<std::ptrdiff_t>(i));
+    ++cluster.state.discovered_expired;
+  }
+}
+
+std::optional<MemberSpec> DiscoveredMember(const ClusterSpec& spec, const DcsMember& registered) {
+  // conn_url is postgres://[user@]host:port/dbname; only host and port are taken from it.
+  const std::string& url = registered.conn_url;
+  const auto scheme = url.find("://");
+  if (scheme == std::string::npos) return std::nullopt;
+  const size_t start = scheme + 3;
+  size_t end = url.find('/', start);
+  if (end == std::string::npos) end = url.size();
+  std::string authority = url.substr(start, end - start);
+  if (const auto at = authority.rfind('@'); at != std::string::npos) {
+    authority = authority.substr(at + 1);
+  }
+  const HostPort at = SplitHostPort(authority);
+  if (at.host.empty()) return std::nullopt;
+  return DiscoveredAt(spec, registered.name, at, registered.api_url);
+}
+
+MemberSpec DiscoveredAt(const ClusterSpec& spec, const std::string& name, const HostPort& at,
+                        const std::string& api_url) {
+  MemberSpec member = MemberAt(name, at, spec.discovery.dsn, spec.discovery.password_file,
+                               spec.discovery.password_env);
+  if (!api_url.empty()) member.patroni_url = UrlBase(api_url);
+  member.discovered = true;
+  return member;
+}
+
+}  // namespace sbd

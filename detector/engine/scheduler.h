@@ -1,0 +1,210 @@
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "detector/config/config.h"
+#include "detector/verdicts/lineage.h"
+#include "detector/verdicts/verdict.h"
+#include "probes/probe.h"
+#include "suppressors/suppressor.h"
+
+namespace sbd {
+
+/// Builds the probe for one member of a cluster; the scheduler owns what it returns.
+using ProbeFactory =
+    std::function<std::unique_ptr<MemberProbe>(const ClusterSpec&, const MemberSpec&)>;
+
+/// The default factory: a PostgresProbe with the cluster's probe timeout.
+ProbeFactory PostgresProbeFactory();
+
+/// Counters kept per member; monotonic for the life of the scheduler.
+struct MemberCounters {
+  std::uint64_t probes = 0;
+  std::map<std::string, std::uint64_t> failures_by_reason;
+  std::map<std::string, std::uint64_t> rest_failures_by_reason;  ///< Patroni REST API
+  double last_duration_seconds = 0;
+};
+
+/// A consistent copy of one cluster's state, taken under the scheduler's lock.
+struct ClusterSnapshot {
+  ClusterSpec spec;
+  bool has_round = false;
+  Assessment assessment;
+  ClusterHistory history;
+  std::vector<Observation> last_round;  ///< after confirmation, in member order
+  std::map<std::string, MemberCounters> counters;
+  std::uint64_t rounds = 0;
+  std::uint64_t confirmations_accepted = 0;
+  std::uint64_t confirmations_rejected = 0;
+  std::uint64_t overruns = 0;  ///< rounds that started late because the previous one ran long
+  WallClock::time_point last_round_start{};
+  WallClock::time_point last_round_end{};
+  double last_round_seconds = 0;
+  /// When the current verdict started (wall clock of the round that first gave it).
+  WallClock::time_point verdict_since{};
+  /// Rounds in a row that gave the current verdict (1 on the round that changed it).
+  std::uint64_t verdict_rounds = 0;
+  /// A split-brain incident: opened by a confirmed split brain, closed only by a round that
+  /// read every member and found at most one writable. A member that turns unreadable
+  /// mid-incident therefore never resolves the page (it was not seen to be over).
+  bool split_brain_open = false;
+  WallClock::time_point split_brain_opened_at{};
+
+  // Patroni clusters: the lock store.
+  std::optional<DcsResult> last_dcs;     ///< this round's answer
+  std::optional<DcsView> last_good_dcs;  ///< the latest successful one
+  WallClock::time_point last_dcs_success{};
+  std::uint64_t dcs_failures = 0;
+  std::uint64_t dcs_consecutive_failures = 0;
+
+  // Suppressors.
+  /// Candidates that failed confirmation because a switchover or failover was under way.
+  std::uint64_t transitions = 0;
+  std::optional<TransitionEvidence> last_transition;
+  WallClock::time_point last_transition_at{};
+  /// The last member seen as the only writable one, and its timeline then.
+  std::string last_primary;
+  std::int64_t last_primary_timeline = 0;
+  /// This cluster's lineage writable elsewhere too (another cluster or scope).
+  std::vector<LineageFork> forks;
+  /// Rounds in a row with an undeclared fork.
+  std::uint64_t fork_rounds = 0;
+
+  // Discovery.
+  /// Members the DCS registered beyond discovery.max_members: named, never probed.
+  std::vector<std::string> discovery_rejected;
+  /// Discovered members dropped after being gone from the DCS and unreadable for expire_after.
+  std::uint64_t discovered_expired = 0;
+};
+
+/// Where the scheduler gets the declarations in force; called once per round.
+using DeclarationSource = std::function<std::vector<Declaration>(WallClock::time_point)>;
+
+/// A member found in the DCS, with the cluster's discovery settings; nullopt when its
+/// conn_url has no usable host.
+std::optional<MemberSpec> DiscoveredMember(const ClusterSpec& spec, const DcsMember& registered);
+/// A discovered member at `at`, with the cluster's discovery settings (dsn, credentials) and
+/// its REST API at `api_url` (may be empty).
+MemberSpec DiscoveredAt(const ClusterSpec& spec, const std::string& name, const HostPort& at,
+                        const std::string& api_url);
+
+/// A fixed pool of threads that run probes. Sized so that members blocked until their
+/// deadlines cannot starve the others. Thread-safe.
+class ProbeExecutor {
+ public:
+  explicit ProbeExecutor(size_t threads);
+  ~ProbeExecutor();
+  ProbeExecutor(const ProbeExecutor&) = delete;
+  ProbeExecutor& operator=(const ProbeExecutor&) = delete;
+  /// Runs `task` on a pool thread; an exception it throws is counted, never propagated.
+  void Submit(std::function<void()> task);
+  /// Grows the pool to at least `threads` (discovery adds members at run time).
+  void EnsureThreads(size_t threads);
+  size_t threads() const;
+
+ private:
+  void Work();
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+/// Runs one round per cluster every probe interval, all members probed concurrently and
+/// each probe bounded by its deadline, confirms candidates with an immediate concurrent
+/// re-probe, and keeps each cluster's verdict and evidence. Thread-safe; owns threads, so
+/// neither copyable nor movable.
+class Scheduler {
+ public:
+  /// Called after every round with the cluster's fresh snapshot, on the cluster's thread.
+  using RoundListener = std::function<void(const ClusterSnapshot&)>;
+
+  explicit Scheduler(const ValidatedConfig& config, ProbeFactory factory = PostgresProbeFactory());
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  /// Carries each cluster's state over from a previous scheduler (same cluster name): member
+  /// histories and counters of members still configured, discovered members while discovery
+  /// stays on, and the open incident, verdict, forks, transitions and last primary. A reload
+  /// therefore never resolves a page. Call before Start().
+  void Inherit(const std::vector<ClusterSnapshot>& previous);
+  void SetRoundListener(RoundListener listener);
+  /// Declarations the suppressors consult; none when not set.
+  void SetDeclarationSource(DeclarationSource source);
+
+  /// Starts one thread per cluster.
+  void Start();
+  /// Stops and joins the cluster threads; in-flight probes end by their deadlines.
+  void Stop();
+  /// Runs exactly one round (with confirmation) for every cluster, concurrently, and returns.
+  void RunOnce();
+
+  std::vector<ClusterSnapshot> Snapshot() const;
+  /// True once every cluster has finished at least one round.
+  bool AllClustersHaveRun() const;
+  /// Threads in the probe pool: one per call that can run at once, growing with discovery.
+  size_t probe_threads() const { return executor_->threads(); }
+
+ private:
+  struct MemberSlot;
+  struct ClusterRuntime;
+
+  using PatroniResult = std::variant<PatroniReading, ProbeFailure>;
+  /// One round's raw answers: one observation per probed member (with its Patroni claim),
+  /// and the lock store's answer.
+  struct RoundReadings {
+    std::vector<Observation> members;
+    std::optional<DcsResult> dcs;
+  };
+
+  void ClusterLoop(ClusterRuntime& cluster);
+  void RunRound(ClusterRuntime& cluster);
+  /// Probes the given members (and, outside confirmation, their REST APIs and the lock
+  /// store) concurrently under one deadline. A confirmation re-probe reads PostgreSQL only,
+  /// and sends the readings together through a start gate.
+  RoundReadings ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& member_indexes,
+                           bool confirmation);
+  /// Runs `call` on the executor unless the previous call guarded by `busy` still runs.
+  /// A call that throws answers `failed(failure)` instead, and is counted.
+  template <typename T>
+  std::optional<std::future<T>> Launch(std::shared_ptr<MemberSlot> keep, std::atomic<bool>& busy,
+                                       std::function<T()> call,
+                                       std::function<T(ProbeFailure)> failed);
+  void RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at);
+  /// Gives configured members their registered REST URL and adds discovered members, up to
+  /// discovery.max_members; drops those gone from the DCS and unreadable for expire_after.
+  void AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view);
+  /// Adds a slot for `member` (probes and counters); the cluster's thread or before Start().
+  void AddMemberSlot(ClusterRuntime& cluster, MemberSpec member);
+  void ExpireDiscovered(ClusterRuntime& cluster, WallClock::time_point now);
+  /// Threads enough for every concurrent call of every member (see the constructor).
+  void SizeExecutor();
+  /// Recomputes every cluster's lineage forks from their latest rounds. Requires mu_.
+  void UpdateForks(const std::vector<Declaration>& active, WallClock::time_point now);
+
+  ProbeFactory factory_;
+
+  std::vector<std::unique_ptr<ClusterRuntime>> clusters_;
+  mutable std::mutex mu_;  // guards every ClusterRuntime::state
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  RoundListener listener_;
+  DeclarationSource declarations_;
+  SteadyClock::time_point forks_updated_{};  // guarded by mu_
+  std::vector<std::thread> threads_;
+  std::unique_ptr<ProbeExecutor> executor_;  // last member: destroyed first, joins workers
+};
+
+}  // namespace sbd

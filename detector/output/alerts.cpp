@@ -1,0 +1,165 @@
+#include "detector/output/alerts.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "detector/output/status.h"
+
+namespace sbd {
+namespace {
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+// Every member's evidence in one line each: what on-call reads in the notification. Only
+// facts that stay put while the incident lasts (no WAL position, lease countdown or live
+// heartbeat), so the pusher re-sends on real news, not on every round.
+std::string Evidence(const ClusterSnapshot& c) {
+  const Assessment& a = c.assessment;
+  std::ostringstream out;
+  out << a.summary << ".";
+  if (c.spec.kind == ClusterKind::kPatroni) {
+    if (a.lock_readable) {
+      out << " Leader key (" << c.spec.dcs_namespace << "/" << c.spec.scope << "/leader) held by "
+          << (a.lock_holder.empty() ? "nobody" : a.lock_holder);
+      if (c.last_good_dcs) out << ", revision " << c.last_good_dcs->mod_revision;
+      out << ".";
+    } else {
+      out << " Lock store unreadable.";
+    }
+  }
+  for (const auto& member : c.spec.members) {
+    auto it = c.history.members.find(member.name);
+    if (it == c.history.members.end()) continue;
+    const MemberHistory& h = it->second;
+    const bool zombie =
+        std::find(a.zombies.begin(), a.zombies.end(), member.name) != a.zombies.end();
+    out << "\n" << member.name << " (" << member.address << "): ";
+    if (h.last && h.last->ok()) {
+      const PostgresReading& r = *h.last->reading();
+      out << (r.writable()    ? "writable"
+              : r.in_recovery ? "replica"
+                              : "read-only")
+          << ", timeline " << r.timeline << ", system identifier " << r.system_identifier;
+    } else if (h.last) {
+      out << "unreadable (" << ReasonName(h.last->failure()->reason) << ")";
+    }
+    if (zombie) out << ", ZOMBIE (writable without the leader key)";
+    if (h.writable_since) out << ", writable since " << FormatTime(*h.writable_since);
+    if (h.last_seen_writable && !(h.last && h.last->seen_writable())) {
+      out << ", last seen writable " << FormatTime(*h.last_seen_writable);
+    }
+    // The holder's own timestamps move every round; a zombie's are frozen and tell the story.
+    if (member.name != a.lock_holder) {
+      if (h.last_seen_holding) {
+        out << ", last seen holding the lock " << FormatTime(*h.last_seen_holding);
+      }
+      if (zombie && h.last_patroni && h.last_patroni->dcs_last_seen) {
+        out << ", its Patroni last reached the DCS at "
+            << FormatTime(WallClock::time_point(std::chrono::duration_cast<WallClock::duration>(
+                   std::chrono::duration<double>(*h.last_patroni->dcs_last_seen))));
+      }
+    }
+  }
+  return out.str();
+}
+
+Alert Make(const ClusterSnapshot& c, const AlertingSpec& alerting, const AlertLinks& links,
+           const std::string& name, const std::string& severity, const std::string& summary,
+           const std::string& runbook) {
+  Alert alert;
+  for (const auto& [key, value] : alerting.external_labels) alert.labels[key] = value;
+  alert.labels["alertname"] = name;
+  alert.labels["severity"] = severity;
+  alert.labels["cluster"] = c.spec.name;
+  if (!c.spec.scope.empty()) alert.labels["scope"] = c.spec.scope;
+  alert.annotations["summary"] = summary;
+  alert.annotations["description"] = Evidence(c);
+  alert.annotations["runbook_url"] = links.runbook_base_url + runbook;
+  alert.generator_url = links.generator_url;
+  return alert;
+}
+
+}  // namespace
+
+std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alerting,
+                             const AlertLinks& links) {
+  std::vector<Alert> firing;
+  if (!c.has_round) return firing;
+  const Assessment& a = c.assessment;
+  const bool persisted = c.verdict_rounds >= kWarningRounds;
+  // The page stays up for the whole incident, not only for the rounds that confirm it.
+  if (a.verdict == Verdict::kSplitBrain || c.split_brain_open) {
+    std::string summary = "Split brain in " + c.spec.name + ": ";
+    if (a.verdict == Verdict::kSplitBrain) {
+      summary += Join(a.writable) + " writable at once";
+      if (!a.zombies.empty()) {
+        summary += "; zombie " + Join(a.zombies) + ", lock holder " +
+                   (a.lock_holder.empty() ? "unknown" : a.lock_holder);
+      }
+    } else {
+      summary += "confirmed at " + FormatTime(c.split_brain_opened_at) +
+                 ", not yet seen to be over (" + std::string(VerdictName(a.verdict)) + ")";
+    }
+    firing.push_back(Make(c, alerting, links, "SplitBrain", "critical", summary, "split-brain.md"));
+  }
+  const bool paged = !firing.empty();
+  switch (paged ? Verdict::kHealthy : a.verdict) {
+    case Verdict::kSuppressed:
+      // A declaration keeps a confirmed split brain from paging, never from being seen.
+      if (a.suppressed_split_brain) {
+        std::string reasons;
+        for (const auto& s : a.suppressions) {
+          if (s.declaration_id.empty() || s.hidden != VerdictName(Verdict::kSplitBrain)) continue;
+          reasons += (reasons.empty() ? "" : "; ") + s.kind + " " + s.declaration_id + ": " +
+                     s.reason + " (until " + FormatTime(s.expires) + ")";
+        }
+        firing.push_back(Make(c, alerting, links, "SplitBrainSuppressed", "warning",
+                              "Split brain in " + c.spec.name + " inside a declared window: " +
+                                  Join(a.writable) + " writable at once; " + reasons,
+                              "split-brain-suppressed.md"));
+      }
+      break;
+    case Verdict::kSuspected:
+      if (persisted) {
+        firing.push_back(Make(c, alerting, links, "SplitBrainSuspected", "warning",
+                              "Possible split brain in " + c.spec.name + ": " + a.summary,
+                              "split-brain-suspected.md"));
+      }
+      break;
+    case Verdict::kDrift:
+      if (persisted) {
+        firing.push_back(Make(c, alerting, links, "InventoryDrift", "warning",
+                              "A writable member of another cluster is grouped under " +
+                                  c.spec.name + ": " + Join(a.drift),
+                              "inventory-drift.md"));
+      }
+      break;
+    default:
+      break;
+  }
+  if (c.fork_rounds >= kWarningRounds) {
+    std::string where;
+    for (const auto& f : c.forks) {
+      if (f.declared_by) continue;
+      where += (where.empty() ? "" : "; ") + std::string("lineage ") + f.lineage + " (" +
+               Join(f.members) + ") also writable in " + Join(f.with);
+    }
+    firing.push_back(Make(
+        c, alerting, links, "LineageForked", "warning",
+        "Lineage of " + c.spec.name + " writable in two places, a cutover not declared: " + where,
+        "lineage-forked.md"));
+  }
+  if (c.spec.kind == ClusterKind::kPatroni && c.dcs_consecutive_failures >= kWarningRounds) {
+    firing.push_back(Make(
+        c, alerting, links, "LockStoreUnreadable", "warning",
+        "Cannot read the lock store of " + c.spec.name + "; PostgreSQL is still probed directly",
+        "lock-store-unreadable.md"));
+  }
+  return firing;
+}
+
+}  // namespace sbd

@@ -1,0 +1,130 @@
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "detector/config/config.h"
+#include "probes/probe.h"
+
+namespace sbd {
+
+/// A cluster's verdict, from best to worst.
+enum class Verdict {
+  kHealthy,     ///< exactly one writable member of the lineage, every member seen
+  kSuppressed,  ///< a finding that an active declaration explains (see Assessment::suppressions)
+  kUnknown,     ///< some member could not be read, so "healthy" cannot be claimed
+  kNoPrimary,   ///< every member read, none writable
+  kDrift,       ///< a writable member of another lineage sits inside the configured cluster
+  kSuspected,   ///< one writable plus one last seen writable and now unreadable
+  kSplitBrain,  ///< two or more writable in one lineage, confirmed by an overlapping re-probe
+};
+
+/// Stable snake_case name for metrics, JSON and logs.
+const char* VerdictName(Verdict verdict);
+/// The `check` command's exit code for a verdict (0 healthy, 3..7 otherwise).
+int VerdictExitCode(Verdict verdict);
+/// Every verdict, best first.
+const std::vector<Verdict>& AllVerdicts();
+
+/// What the detector remembers about one member across rounds. Not thread-safe.
+struct MemberHistory {
+  std::optional<Observation> last;                          ///< the latest observation, ok or not
+  std::optional<PostgresReading> last_reading;              ///< the latest successful reading
+  std::optional<WallClock::time_point> last_ok;             ///< when it was last read
+  std::optional<WallClock::time_point> writable_since;      ///< start of the writable streak
+  std::optional<WallClock::time_point> last_seen_writable;  ///< latest writable reading
+  int consecutive_failures = 0;
+  /// Patroni: the latest successful REST reading, and when the DCS last named it holder.
+  std::optional<PatroniReading> last_patroni;
+  std::optional<WallClock::time_point> last_seen_holding;
+  /// True when the latest successful reading said writable.
+  bool last_known_writable() const { return last_reading && last_reading->writable(); }
+};
+
+/// Per-cluster memory: member histories and the lineage the cluster is judged by.
+struct ClusterHistory {
+  std::map<std::string, MemberHistory> members;
+  std::string lineage;
+};
+
+/// The lock store's answer for one round of a Patroni cluster.
+using DcsResult = std::variant<DcsView, ProbeFailure>;
+
+/// Folds one observation, read at `at`, into the member's history; `holder` is the lock
+/// holder the DCS named in the same round (empty when unknown).
+void RecordObservation(MemberHistory& history, const Observation& obs, WallClock::time_point at,
+                       const std::string& holder = "");
+
+/// The lineage a round is judged by: the configured one; else the one the lock store
+/// recorded at bootstrap (Patroni's initialize key); else the system identifier that a strict
+/// majority of members last reported; else the previous one; else the most common.
+std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history,
+                          const DcsResult* dcs = nullptr);
+
+/// Patroni: true when the member's own REST API says it belongs to another scope.
+bool ClaimsOtherScope(const ClusterSpec& spec, const Observation& obs);
+
+/// Members of `lineage` seen writable in `round`.
+std::vector<std::string> WritableInLineage(const std::vector<Observation>& round,
+                                           const std::string& lineage);
+
+/// The span over which a member is known to have been writable: from an earlier writable
+/// reading on the same session (same postmaster start, same backend) to the re-probe's
+/// answer. A primary cannot go back into recovery without a restart, which ends the
+/// session, so an unbroken session that read writable twice was not in recovery in
+/// between. Without such an earlier reading, the re-probe's own window.
+ReadingWindow WritableSpan(const Observation* earlier, const Observation& reprobe);
+
+/// The confirmation rule: at least two members of `lineage` read writable in the re-probe,
+/// and their writable spans (see WritableSpan; `earlier` is the round that raised the
+/// candidate, may be null) overlap in time. Returns the members of the first overlapping
+/// pair and any others overlapping with both; empty when not confirmed.
+std::vector<std::string> ConfirmedWritable(const std::vector<Observation>& reprobe,
+                                           const std::string& lineage,
+                                           const std::vector<Observation>* earlier = nullptr);
+
+/// A finding kept from paging, and why. Always exported and shown; never silent.
+struct Suppression {
+  std::string suppressor;      ///< provisioning | label_regrouping | transition
+  std::string kind;            ///< the declaration's kind, "" when no declaration is involved
+  std::string reason;          ///< the declaration's reason, or the evidence
+  std::string declaration_id;  ///< "" when no declaration is involved
+  std::string hidden;          ///< what it kept from firing: a verdict name or "lineage_forked"
+  std::vector<std::string> members;
+  WallClock::time_point expires{};  ///< it lapses then unless renewed by fresh evidence
+};
+
+/// The verdict and the evidence behind it.
+struct Assessment {
+  Verdict verdict = Verdict::kUnknown;
+  /// The verdict before suppressors ran; differs from `verdict` only when one suppressed it.
+  Verdict raw_verdict = Verdict::kUnknown;
+  std::vector<Suppression> suppressions;
+  /// A confirmed same-lineage split brain inside a declared scope: warns, never silent.
+  bool suppressed_split_brain = false;
+  std::string summary;                  ///< one line for humans
+  std::string lineage;                  ///< the system identifier judged by
+  std::vector<std::string> writable;    ///< writable members of the lineage
+  std::vector<std::string> drift;       ///< writable members of another lineage
+  std::vector<std::string> suspects;    ///< last seen writable, unreadable now
+  std::vector<std::string> unreadable;  ///< failed this round
+  std::map<std::string, int> writable_per_lineage;
+
+  // Patroni clusters only.
+  std::string scope;
+  bool lock_readable = false;            ///< the DCS answered this round
+  std::string lock_error;                ///< why it did not
+  std::string lock_holder;               ///< the leader key's value ("" = no leader key)
+  std::vector<std::string> zombies;      ///< writable members that do not hold the lock
+  std::vector<std::string> other_scope;  ///< members whose Patroni claims another scope
+};
+
+/// Pure: decides from the (post-confirmation) round, the history already updated with it,
+/// whether a candidate of two or more writable members passed confirmation, and (Patroni)
+/// what the lock store said in the same round.
+Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round,
+                  const ClusterHistory& history, bool confirmed, const DcsResult* dcs = nullptr);
+
+}  // namespace sbd
