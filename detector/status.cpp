@@ -276,118 +276,156 @@ nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters,
   return out;
 }
 
-std::string StatusText(const std::vector<ClusterSnapshot>& clusters,
-                       const DeclarationsView* declarations) {
-  const std::vector<std::string> headers = {
+namespace {
+
+const std::vector<std::string>& TableHeaders() {
+  static const std::vector<std::string> headers = {
       "Member", "Host", "State", "TL", "WAL", "System identifier", "Last seen writable"};
-  std::ostringstream out;
-  nlohmann::json status = StatusJson(clusters, declarations);
-  for (const auto& cluster : status["clusters"]) {
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& m : cluster["members"]) {
-      auto text = [&](const char* key) {
-        if (!m.contains(key)) return std::string();
-        return m[key].is_string() ? m[key].get<std::string>() : m[key].dump();
-      };
-      std::string state = text("state");
-      if (m.value("holds_lock", false)) state += " LEADER-KEY";
-      if (m.value("zombie", false)) state += " ZOMBIE";
-      if (m.value("suspect", false)) state += " SUSPECT";
-      if (m.contains("in_lineage") && !m["in_lineage"].get<bool>()) state += " OTHER-LINEAGE";
-      rows.push_back({text("name"), text("address"), state, text("timeline"), text("wal_lsn"),
-                      text("system_identifier"), text("last_seen_writable")});
-    }
-    std::vector<size_t> widths;
-    for (const auto& h : headers) widths.push_back(h.size());
-    for (const auto& row : rows) {
-      for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-    }
-    std::string rule = "+";
-    for (size_t w : widths) rule += std::string(w + 2, '-') + "+";
-    std::string title = "+ Cluster: " + cluster["name"].get<std::string>() + " ";
-    if (cluster.contains("lineage")) {
-      title += "(lineage " + cluster["lineage"].get<std::string>() + ") ";
-    }
-    out << title << (title.size() < rule.size() ? rule.substr(title.size()) : "") << "\n";
-    auto print_row = [&](const std::vector<std::string>& row) {
-      out << "|";
-      for (size_t i = 0; i < row.size(); ++i) {
-        out << " " << row[i] << std::string(widths[i] - row[i].size(), ' ') << " |";
-      }
-      out << "\n";
+  return headers;
+}
+
+// One table row per member, in TableHeaders() order.
+std::vector<std::vector<std::string>> MemberRows(const nlohmann::json& cluster) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : cluster["members"]) {
+    auto text = [&](const char* key) {
+      if (!m.contains(key)) return std::string();
+      return m[key].is_string() ? m[key].get<std::string>() : m[key].dump();
     };
-    print_row(headers);
-    out << rule << "\n";
-    for (const auto& row : rows) print_row(row);
-    out << rule << "\n";
-    if (cluster.contains("lock")) {
-      const auto& lock = cluster["lock"];
-      out << "Lock: scope " << lock["scope"].get<std::string>();
-      if (lock["readable"].get<bool>()) {
-        out << ", leader key held by "
-            << (lock.value("holder", "").empty() ? "nobody" : lock["holder"].get<std::string>())
-            << " (lease " << lock.value("lease_ttl_remaining_seconds", -1) << "s left, revision "
-            << lock.value("mod_revision", 0) << ")";
-      } else {
-        out << ", UNREADABLE: " << lock.value("error", "");
-      }
-      out << "\n";
+    std::string state = text("state");
+    if (m.value("holds_lock", false)) state += " LEADER-KEY";
+    if (m.value("zombie", false)) state += " ZOMBIE";
+    if (m.value("suspect", false)) state += " SUSPECT";
+    if (m.contains("in_lineage") && !m["in_lineage"].get<bool>()) state += " OTHER-LINEAGE";
+    rows.push_back({text("name"), text("address"), state, text("timeline"), text("wal_lsn"),
+                    text("system_identifier"), text("last_seen_writable")});
+  }
+  return rows;
+}
+
+// The member table under a title rule naming the cluster (and its lineage once known).
+void MemberTableText(const nlohmann::json& cluster, std::ostream& out) {
+  const std::vector<std::string>& headers = TableHeaders();
+  const std::vector<std::vector<std::string>> rows = MemberRows(cluster);
+  std::vector<size_t> widths;
+  for (const auto& h : headers) widths.push_back(h.size());
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string rule = "+";
+  for (size_t w : widths) rule += std::string(w + 2, '-') + "+";
+  std::string title = "+ Cluster: " + cluster["name"].get<std::string>() + " ";
+  if (cluster.contains("lineage")) {
+    title += "(lineage " + cluster["lineage"].get<std::string>() + ") ";
+  }
+  out << title << (title.size() < rule.size() ? rule.substr(title.size()) : "") << "\n";
+  auto print_row = [&](const std::vector<std::string>& row) {
+    out << "|";
+    for (size_t i = 0; i < row.size(); ++i) {
+      out << " " << row[i] << std::string(widths[i] - row[i].size(), ' ') << " |";
     }
-    out << "Verdict: " << cluster["verdict"].get<std::string>() << " - "
-        << cluster["summary"].get<std::string>() << "\n";
-    for (const auto& s : cluster.value("suppressions", nlohmann::json::array())) {
-      out << "  Suppressed by " << s["suppressor"].get<std::string>();
-      if (!s["kind"].get<std::string>().empty()) {
-        out << " (" << s["kind"].get<std::string>() << " " << s["declaration"].get<std::string>()
-            << ")";
-      }
-      out << ": hides " << s["hidden_verdict"].get<std::string>() << "; "
-          << s["reason"].get<std::string>() << "; until " << s["expires"].get<std::string>()
-          << "\n";
+    out << "\n";
+  };
+  print_row(headers);
+  out << rule << "\n";
+  for (const auto& row : rows) print_row(row);
+  out << rule << "\n";
+}
+
+void LockText(const nlohmann::json& lock, std::ostream& out) {
+  out << "Lock: scope " << lock["scope"].get<std::string>();
+  if (lock["readable"].get<bool>()) {
+    out << ", leader key held by "
+        << (lock.value("holder", "").empty() ? "nobody" : lock["holder"].get<std::string>())
+        << " (lease " << lock.value("lease_ttl_remaining_seconds", -1) << "s left, revision "
+        << lock.value("mod_revision", 0) << ")";
+  } else {
+    out << ", UNREADABLE: " << lock.value("error", "");
+  }
+  out << "\n";
+}
+
+void SuppressionsText(const nlohmann::json& cluster, std::ostream& out) {
+  for (const auto& s : cluster.value("suppressions", nlohmann::json::array())) {
+    out << "  Suppressed by " << s["suppressor"].get<std::string>();
+    if (!s["kind"].get<std::string>().empty()) {
+      out << " (" << s["kind"].get<std::string>() << " " << s["declaration"].get<std::string>()
+          << ")";
     }
-    for (const auto& f : cluster.value("lineage_forks", nlohmann::json::array())) {
-      out << "  Lineage " << f["lineage"].get<std::string>() << " also writable in "
-          << f["with"].dump();
-      if (f.contains("declared_by")) {
-        out << " (declared cutover " << f["declared_by"].get<std::string>() << ": "
-            << f["reason"].get<std::string>() << ", until " << f["expires"].get<std::string>()
-            << ")";
-      } else {
-        out << " (not declared)";
-      }
-      out << "\n";
-    }
-    for (const auto& m : cluster["members"]) {
-      if (m.contains("error")) {
-        out << "  " << m["name"].get<std::string>() << ": "
-            << m["error"]["reason"].get<std::string>() << ": "
-            << m["error"]["message"].get<std::string>() << "\n";
-      }
+    out << ": hides " << s["hidden_verdict"].get<std::string>() << "; "
+        << s["reason"].get<std::string>() << "; until " << s["expires"].get<std::string>() << "\n";
+  }
+}
+
+void LineageForksText(const nlohmann::json& cluster, std::ostream& out) {
+  for (const auto& f : cluster.value("lineage_forks", nlohmann::json::array())) {
+    out << "  Lineage " << f["lineage"].get<std::string>() << " also writable in "
+        << f["with"].dump();
+    if (f.contains("declared_by")) {
+      out << " (declared cutover " << f["declared_by"].get<std::string>() << ": "
+          << f["reason"].get<std::string>() << ", until " << f["expires"].get<std::string>() << ")";
+    } else {
+      out << " (not declared)";
     }
     out << "\n";
   }
-  if (status.contains("declarations") && !status["declarations"].empty()) {
-    out << "Declarations:\n";
-    for (const auto& d : status["declarations"]) {
-      out << "  " << d["id"].get<std::string>() << ": " << d["kind"].get<std::string>() << " of "
-          << d["cluster"].get<std::string>();
-      if (!d["scope"].get<std::string>().empty()) out << " scope " << d["scope"].get<std::string>();
-      if (!d["member"].get<std::string>().empty()) {
-        out << " member " << d["member"].get<std::string>();
-      }
-      // A silence says which Alertmanagers hold it: where to look, and expire it.
-      const std::string source = d["source"].get<std::string>();
-      out << " by " << d["author"].get<std::string>() << " (" << source
-          << (source == "alertmanager" ? " " + d["origin"].get<std::string>() : "")
-          << "): " << d["reason"].get<std::string>() << "; "
-          << (d["active"].get<bool>() ? "until " : "EXPIRED ") << d["expires"].get<std::string>()
-          << "\n";
+}
+
+void MemberErrorsText(const nlohmann::json& cluster, std::ostream& out) {
+  for (const auto& m : cluster["members"]) {
+    if (m.contains("error")) {
+      out << "  " << m["name"].get<std::string>() << ": " << m["error"]["reason"].get<std::string>()
+          << ": " << m["error"]["message"].get<std::string>() << "\n";
     }
   }
-  if (status.contains("declaration_errors") && !status["declaration_errors"].empty()) {
-    out << "Rejected declaration files:\n";
-    for (const auto& e : status["declaration_errors"]) out << "  " << e.get<std::string>() << "\n";
+}
+
+void ClusterText(const nlohmann::json& cluster, std::ostream& out) {
+  MemberTableText(cluster, out);
+  if (cluster.contains("lock")) LockText(cluster["lock"], out);
+  out << "Verdict: " << cluster["verdict"].get<std::string>() << " - "
+      << cluster["summary"].get<std::string>() << "\n";
+  SuppressionsText(cluster, out);
+  LineageForksText(cluster, out);
+  MemberErrorsText(cluster, out);
+  out << "\n";
+}
+
+void DeclarationsText(const nlohmann::json& status, std::ostream& out) {
+  if (!status.contains("declarations") || status["declarations"].empty()) return;
+  out << "Declarations:\n";
+  for (const auto& d : status["declarations"]) {
+    out << "  " << d["id"].get<std::string>() << ": " << d["kind"].get<std::string>() << " of "
+        << d["cluster"].get<std::string>();
+    if (!d["scope"].get<std::string>().empty()) out << " scope " << d["scope"].get<std::string>();
+    if (!d["member"].get<std::string>().empty()) {
+      out << " member " << d["member"].get<std::string>();
+    }
+    // A silence says which Alertmanagers hold it: where to look, and expire it.
+    const std::string source = d["source"].get<std::string>();
+    out << " by " << d["author"].get<std::string>() << " (" << source
+        << (source == "alertmanager" ? " " + d["origin"].get<std::string>() : "")
+        << "): " << d["reason"].get<std::string>() << "; "
+        << (d["active"].get<bool>() ? "until " : "EXPIRED ") << d["expires"].get<std::string>()
+        << "\n";
   }
+}
+
+void DeclarationErrorsText(const nlohmann::json& status, std::ostream& out) {
+  if (!status.contains("declaration_errors") || status["declaration_errors"].empty()) return;
+  out << "Rejected declaration files:\n";
+  for (const auto& e : status["declaration_errors"]) out << "  " << e.get<std::string>() << "\n";
+}
+
+}  // namespace
+
+std::string StatusText(const std::vector<ClusterSnapshot>& clusters,
+                       const DeclarationsView* declarations) {
+  std::ostringstream out;
+  const nlohmann::json status = StatusJson(clusters, declarations);
+  for (const auto& cluster : status["clusters"]) ClusterText(cluster, out);
+  DeclarationsText(status, out);
+  DeclarationErrorsText(status, out);
   SilencesText(status, out);
   return out.str();
 }
