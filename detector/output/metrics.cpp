@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "detector/common/build_info.h"
@@ -72,17 +73,37 @@ std::vector<MetricFamily> RuntimeHealthFamilies(const std::vector<ClusterSnapsho
   return {internal.Take(), rejected.Take(), expired.Take()};
 }
 
-}  // namespace
+// Labels of one member of one cluster.
+std::vector<ClientMetric::Label> MemberLabels(const std::string& cluster,
+                                              const std::string& member) {
+  return {{"cluster", cluster}, {"member", member}};
+}
 
-DetectorCollector::DetectorCollector(SnapshotSource source, const ConfigReloadStatus* reload_status,
-                                     PushStatsSource push_stats, DeclarationsSource declarations)
-    : source_(std::move(source)),
-      reload_status_(reload_status),
-      push_stats_(std::move(push_stats)),
-      declarations_(std::move(declarations)) {}
+// The member's history once it has been probed at least once, else nullptr.
+const MemberHistory* ProbedHistory(const ClusterSnapshot& c, const std::string& member) {
+  const auto h = c.history.members.find(member);
+  if (h == c.history.members.end() || !h->second.last) return nullptr;
+  return &h->second;
+}
 
-std::vector<MetricFamily> DetectorCollector::Collect() const {
-  const std::vector<ClusterSnapshot> clusters = source_();
+// The member's counters, or nullptr before its first probe.
+const MemberCounters* CountersOf(const ClusterSnapshot& c, const std::string& member) {
+  const auto counters = c.counters.find(member);
+  return counters == c.counters.end() ? nullptr : &counters->second;
+}
+
+std::vector<MetricFamily> TakeAll(std::initializer_list<Family*> families) {
+  std::vector<MetricFamily> out;
+  for (Family* f : families) out.push_back(f->Take());
+  return out;
+}
+
+void Append(std::vector<MetricFamily>& out, std::vector<MetricFamily> families) {
+  for (auto& f : families) out.push_back(std::move(f));
+}
+
+// The running build and whether the last config load worked.
+std::vector<MetricFamily> BuildAndReloadFamilies(const ConfigReloadStatus* reload_status) {
   Family build("splitbrain_build_info", "Build of the running detector.", MetricType::Gauge);
   const BuildInfo& built = GetBuildInfo();
   build.Add({{"version", built.version},
@@ -97,17 +118,17 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
                    MetricType::Gauge);
   Family reload_ts("splitbrain_config_last_reload_success_timestamp_seconds",
                    "When the configuration was last loaded successfully.", MetricType::Gauge);
-  if (reload_status_ != nullptr) {
-    reload_ok.Add({}, reload_status_->last_successful.load() ? 1 : 0);
-    reload_ts.Add({}, reload_status_->last_success_timestamp.load());
+  if (reload_status != nullptr) {
+    reload_ok.Add({}, reload_status->last_successful.load() ? 1 : 0);
+    reload_ts.Add({}, reload_status->last_success_timestamp.load());
   }
+  return TakeAll({&build, &reload_ok, &reload_ts});
+}
 
+// Per cluster: the verdict, its rounds and their timing, and the configured cadence.
+std::vector<MetricFamily> ClusterRoundFamilies(const std::vector<ClusterSnapshot>& clusters) {
   Family verdict("splitbrain_cluster_verdict",
                  "1 for the cluster's current verdict, 0 for the others.", MetricType::Gauge);
-  Family incident("splitbrain_cluster_split_brain_incident",
-                  "1 from a confirmed split brain until a round reads every member and finds at "
-                  "most one writable.",
-                  MetricType::Gauge);
   Family verdict_since("splitbrain_cluster_verdict_since_timestamp_seconds",
                        "When the cluster's current verdict began.", MetricType::Gauge);
   Family writable_lineage("splitbrain_cluster_writable_members",
@@ -128,6 +149,35 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
   Family ttl("splitbrain_cluster_ttl_seconds", "Configured lease TTL.", MetricType::Gauge);
   Family confirmations("splitbrain_confirmations_total",
                        "Split-brain candidates re-probed, by result.", MetricType::Counter);
+  for (const auto& c : clusters) {
+    const std::string& name = c.spec.name;
+    interval.Add({{"cluster", name}}, c.spec.probe_interval.count() / 1000.0);
+    ttl.Add({{"cluster", name}}, c.spec.ttl.count() / 1000.0);
+    members_total.Add({{"cluster", name}}, static_cast<double>(c.spec.members.size()));
+    rounds.Add({{"cluster", name}}, static_cast<double>(c.rounds));
+    overruns.Add({{"cluster", name}}, static_cast<double>(c.overruns));
+    confirmations.Add({{"cluster", name}, {"result", "confirmed"}},
+                      static_cast<double>(c.confirmations_accepted));
+    confirmations.Add({{"cluster", name}, {"result", "rejected"}},
+                      static_cast<double>(c.confirmations_rejected));
+    if (!c.has_round) continue;
+    for (Verdict v : AllVerdicts()) {
+      verdict.Add({{"cluster", name}, {"verdict", VerdictName(v)}},
+                  v == c.assessment.verdict ? 1 : 0);
+    }
+    verdict_since.Add({{"cluster", name}}, Seconds(c.verdict_since));
+    for (const auto& [lineage, count] : c.assessment.writable_per_lineage) {
+      writable_lineage.Add({{"cluster", name}, {"system_identifier", lineage}}, count);
+    }
+    round_ts.Add({{"cluster", name}}, Seconds(c.last_round_end));
+    round_duration.Add({{"cluster", name}}, c.last_round_seconds);
+  }
+  return TakeAll({&verdict, &verdict_since, &writable_lineage, &members_total, &rounds, &round_ts,
+                  &round_duration, &overruns, &interval, &ttl, &confirmations});
+}
+
+// Per member: what its last probe read, and when it last answered and was writable.
+std::vector<MetricFamily> MemberReadingFamilies(const std::vector<ClusterSnapshot>& clusters) {
   Family up("splitbrain_member_up", "Whether the member answered the last probe.",
             MetricType::Gauge);
   Family writable("splitbrain_member_writable",
@@ -146,11 +196,58 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
                        "When the member was last seen writable.", MetricType::Gauge);
   Family last_ok("splitbrain_member_last_success_timestamp_seconds",
                  "When the member last answered a probe.", MetricType::Gauge);
+  for (const auto& c : clusters) {
+    for (const auto& member : c.spec.members) {
+      const MemberHistory* history = ProbedHistory(c, member.name);
+      if (history == nullptr) continue;
+      const auto labels = MemberLabels(c.spec.name, member.name);
+      up.Add(labels, history->last->ok() ? 1 : 0);
+      if (history->last_seen_writable)
+        last_writable.Add(labels, Seconds(*history->last_seen_writable));
+      if (history->last_ok) last_ok.Add(labels, Seconds(*history->last_ok));
+      // Writable, timeline and identity only from a reading of this round: a failed probe
+      // leaves them absent rather than zero or stale.
+      if (const PostgresReading* r = history->last->reading()) {
+        writable.Add(labels, r->writable() ? 1 : 0);
+        timeline.Add(labels, static_cast<double>(r->timeline));
+        wal.Add(labels, static_cast<double>(r->wal_bytes));
+        auto info_labels = labels;
+        info_labels.push_back({"system_identifier", r->system_identifier});
+        info_labels.push_back({"server_version", std::to_string(r->server_version)});
+        info_labels.push_back({"address", member.address});
+        info.Add(info_labels, 1);
+      }
+    }
+  }
+  return TakeAll({&up, &writable, &timeline, &wal, &info, &last_writable, &last_ok});
+}
+
+// Per member: how many probes ran, how long the last took, and why the failed ones failed.
+std::vector<MetricFamily> ProbeCounterFamilies(const std::vector<ClusterSnapshot>& clusters) {
   Family duration("splitbrain_probe_duration_seconds", "Duration of the member's last probe.",
                   MetricType::Gauge);
   Family probes("splitbrain_probes_total", "Probes of the member.", MetricType::Counter);
   Family failures("splitbrain_probe_failures_total", "Failed probes of the member, by reason.",
                   MetricType::Counter);
+  for (const auto& c : clusters) {
+    for (const auto& member : c.spec.members) {
+      const MemberCounters* counters = CountersOf(c, member.name);
+      if (counters == nullptr) continue;
+      const auto labels = MemberLabels(c.spec.name, member.name);
+      probes.Add(labels, static_cast<double>(counters->probes));
+      for (const auto& [reason, count] : counters->failures_by_reason) {
+        auto with_reason = labels;
+        with_reason.push_back({"reason", reason});
+        failures.Add(with_reason, static_cast<double>(count));
+      }
+      if (counters->probes > 0) duration.Add(labels, counters->last_duration_seconds);
+    }
+  }
+  return TakeAll({&duration, &probes, &failures});
+}
+
+// Per cluster: its kind, and for Patroni what the lock store said.
+std::vector<MetricFamily> LockStoreFamilies(const std::vector<ClusterSnapshot>& clusters) {
   Family cluster_info("splitbrain_cluster_info", "The cluster's kind and Patroni scope.",
                       MetricType::Gauge);
   Family lock_up("splitbrain_lock_store_up",
@@ -169,6 +266,29 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
   Family lock_revision("splitbrain_lock_mod_revision",
                        "mod_revision of the leader key at the last successful read.",
                        MetricType::Gauge);
+  for (const auto& c : clusters) {
+    const std::string& name = c.spec.name;
+    const bool patroni = c.spec.kind == ClusterKind::kPatroni;
+    cluster_info.Add(
+        {{"cluster", name}, {"kind", patroni ? "patroni" : "postgres"}, {"scope", c.spec.scope}},
+        1);
+    if (!patroni) continue;
+    lock_failures.Add({{"cluster", name}}, static_cast<double>(c.dcs_failures));
+    if (c.last_dcs) lock_up.Add({{"cluster", name}}, c.dcs_consecutive_failures == 0 ? 1 : 0);
+    if (c.last_good_dcs) {
+      lock_success.Add({{"cluster", name}}, Seconds(c.last_dcs_success));
+      lock_holder.Add({{"cluster", name}, {"holder", c.last_good_dcs->holder}}, 1);
+      lease_left.Add({{"cluster", name}},
+                     static_cast<double>(c.last_good_dcs->lease_ttl_remaining));
+      lock_revision.Add({{"cluster", name}}, static_cast<double>(c.last_good_dcs->mod_revision));
+    }
+  }
+  return TakeAll({&cluster_info, &lock_up, &lock_failures, &lock_success, &lock_holder, &lease_left,
+                  &lock_revision});
+}
+
+// Per member of a Patroni cluster: the lock, zombies, and what its REST API said.
+std::vector<MetricFamily> PatroniMemberFamilies(const std::vector<ClusterSnapshot>& clusters) {
   Family holds_lock("splitbrain_member_holds_lock",
                     "Whether the leader key names this member (absent while unreadable).",
                     MetricType::Gauge);
@@ -183,7 +303,86 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
   Family dcs_last_seen("splitbrain_member_dcs_last_seen_timestamp_seconds",
                        "The member's own dcs_last_seen, as its Patroni last reported it.",
                        MetricType::Gauge);
+  for (const auto& c : clusters) {
+    const bool patroni = c.spec.kind == ClusterKind::kPatroni;
+    const Assessment& a = c.assessment;
+    for (const auto& member : c.spec.members) {
+      const auto labels = MemberLabels(c.spec.name, member.name);
+      if (const MemberCounters* counters = CountersOf(c, member.name)) {
+        for (const auto& [reason, count] : counters->rest_failures_by_reason) {
+          auto with_reason = labels;
+          with_reason.push_back({"reason", reason});
+          patroni_failures.Add(with_reason, static_cast<double>(count));
+        }
+      }
+      const MemberHistory* history = ProbedHistory(c, member.name);
+      if (history == nullptr) continue;
+      if (history->last->patroni) {
+        patroni_up.Add(labels, std::holds_alternative<PatroniReading>(*history->last->patroni));
+      }
+      if (history->last_patroni && history->last_patroni->dcs_last_seen) {
+        dcs_last_seen.Add(labels, *history->last_patroni->dcs_last_seen);
+      }
+      if (!patroni || !c.has_round) continue;
+      if (a.lock_readable) holds_lock.Add(labels, a.lock_holder == member.name ? 1 : 0);
+      const bool is_zombie =
+          std::find(a.zombies.begin(), a.zombies.end(), member.name) != a.zombies.end();
+      zombie.Add(labels, is_zombie ? 1 : 0);
+    }
+  }
+  return TakeAll({&holds_lock, &zombie, &patroni_up, &patroni_failures, &dcs_last_seen});
+}
 
+// Per Alertmanager: how pushing alerts to it goes.
+std::vector<MetricFamily> PushFamilies(const std::vector<AlertmanagerStats>& push_stats) {
+  Family pushes("splitbrain_alertmanager_pushes_total",
+                "POSTs of alerts to the Alertmanager (retries included in one push).",
+                MetricType::Counter);
+  Family push_failures("splitbrain_alertmanager_push_failures_total",
+                       "Pushes that failed after every attempt.", MetricType::Counter);
+  Family alerts_sent("splitbrain_alertmanager_alerts_sent_total",
+                     "Alerts delivered to the Alertmanager.", MetricType::Counter);
+  Family alerts_dropped("splitbrain_alertmanager_alerts_dropped_total",
+                        "Alert states dropped because the queue to a slow Alertmanager was full.",
+                        MetricType::Counter);
+  Family push_success("splitbrain_alertmanager_last_success_timestamp_seconds",
+                      "When a push to the Alertmanager last succeeded.", MetricType::Gauge);
+  for (const auto& am : push_stats) {
+    pushes.Add({{"alertmanager", am.url}}, static_cast<double>(am.pushes));
+    push_failures.Add({{"alertmanager", am.url}}, static_cast<double>(am.failures));
+    alerts_sent.Add({{"alertmanager", am.url}}, static_cast<double>(am.alerts_sent));
+    alerts_dropped.Add({{"alertmanager", am.url}}, static_cast<double>(am.dropped));
+    push_success.Add({{"alertmanager", am.url}}, am.last_success_unix);
+  }
+  return TakeAll({&pushes, &push_failures, &alerts_sent, &alerts_dropped, &push_success});
+}
+
+// Per cluster with a round: whether a split-brain incident is open.
+MetricFamily SplitBrainIncidentFamily(const std::vector<ClusterSnapshot>& clusters) {
+  Family incident("splitbrain_cluster_split_brain_incident",
+                  "1 from a confirmed split brain until a round reads every member and finds at "
+                  "most one writable.",
+                  MetricType::Gauge);
+  for (const auto& c : clusters) {
+    if (c.has_round) incident.Add({{"cluster", c.spec.name}}, c.split_brain_open ? 1 : 0);
+  }
+  return incident.Take();
+}
+
+// The "with" label of a lineage fork: the other owners, at most kMaxWith of them named.
+std::string ForkPartners(const std::vector<std::string>& with) {
+  // Bounded: one label value, not a list of every cluster of a shared lineage.
+  constexpr size_t kMaxWith = 5;
+  std::string out;
+  for (size_t i = 0; i < with.size() && i < kMaxWith; ++i) {
+    out += (out.empty() ? "" : ",") + with[i];
+  }
+  if (with.size() > kMaxWith) out += ",+" + std::to_string(with.size() - kMaxWith);
+  return out;
+}
+
+// Per cluster: what the suppressors kept from paging, and lineages writable elsewhere too.
+std::vector<MetricFamily> SuppressionFamilies(const std::vector<ClusterSnapshot>& clusters) {
   Family suppression_expiry(
       "splitbrain_suppression_expiry_timestamp_seconds",
       "A suppression applied in the cluster's latest round, valued at when it lapses: "
@@ -205,10 +404,6 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
       MetricType::Gauge);
   for (const auto& c : clusters) {
     const std::string& name = c.spec.name;
-    interval.Add({{"cluster", name}}, c.spec.probe_interval.count() / 1000.0);
-    ttl.Add({{"cluster", name}}, c.spec.ttl.count() / 1000.0);
-    members_total.Add({{"cluster", name}}, static_cast<double>(c.spec.members.size()));
-    rounds.Add({{"cluster", name}}, static_cast<double>(c.rounds));
     transitions.Add({{"cluster", name}}, static_cast<double>(c.transitions));
     for (const auto& s : c.assessment.suppressions) {
       suppression_expiry.Add({{"cluster", name},
@@ -225,111 +420,24 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
       }
     }
     for (const auto& f : c.forks) {
-      std::string with;
-      // Bounded: one label value, not a list of every cluster of a shared lineage.
-      constexpr size_t kMaxWith = 5;
-      for (size_t i = 0; i < f.with.size() && i < kMaxWith; ++i) {
-        with += (with.empty() ? "" : ",") + f.with[i];
-      }
-      if (f.with.size() > kMaxWith) with += ",+" + std::to_string(f.with.size() - kMaxWith);
-      lineage_forked.Add({{"cluster", name}, {"lineage", f.lineage}, {"with", with}},
-                         f.declared_by ? 0 : 1);
-      if (f.declared_by) {
-        suppression_expiry.Add({{"cluster", name},
-                                {"suppressor", "provisioning"},
-                                {"kind", DeclarationKindName(f.declared_by->kind)},
-                                {"reason", f.declared_by->reason},
-                                {"hidden_verdict", "lineage_forked"},
-                                {"declaration", f.declared_by->id}},
-                               Seconds(f.declared_by->expires));
-      }
-    }
-    overruns.Add({{"cluster", name}}, static_cast<double>(c.overruns));
-    const bool patroni = c.spec.kind == ClusterKind::kPatroni;
-    cluster_info.Add(
-        {{"cluster", name}, {"kind", patroni ? "patroni" : "postgres"}, {"scope", c.spec.scope}},
-        1);
-    if (patroni) {
-      lock_failures.Add({{"cluster", name}}, static_cast<double>(c.dcs_failures));
-      if (c.last_dcs) lock_up.Add({{"cluster", name}}, c.dcs_consecutive_failures == 0 ? 1 : 0);
-      if (c.last_good_dcs) {
-        lock_success.Add({{"cluster", name}}, Seconds(c.last_dcs_success));
-        lock_holder.Add({{"cluster", name}, {"holder", c.last_good_dcs->holder}}, 1);
-        lease_left.Add({{"cluster", name}},
-                       static_cast<double>(c.last_good_dcs->lease_ttl_remaining));
-        lock_revision.Add({{"cluster", name}}, static_cast<double>(c.last_good_dcs->mod_revision));
-      }
-    }
-    confirmations.Add({{"cluster", name}, {"result", "confirmed"}},
-                      static_cast<double>(c.confirmations_accepted));
-    confirmations.Add({{"cluster", name}, {"result", "rejected"}},
-                      static_cast<double>(c.confirmations_rejected));
-    if (c.has_round) {
-      for (Verdict v : AllVerdicts()) {
-        verdict.Add({{"cluster", name}, {"verdict", VerdictName(v)}},
-                    v == c.assessment.verdict ? 1 : 0);
-      }
-      verdict_since.Add({{"cluster", name}}, Seconds(c.verdict_since));
-      incident.Add({{"cluster", name}}, c.split_brain_open ? 1 : 0);
-      for (const auto& [lineage, count] : c.assessment.writable_per_lineage) {
-        writable_lineage.Add({{"cluster", name}, {"system_identifier", lineage}}, count);
-      }
-      round_ts.Add({{"cluster", name}}, Seconds(c.last_round_end));
-      round_duration.Add({{"cluster", name}}, c.last_round_seconds);
-    }
-    for (const auto& member : c.spec.members) {
-      std::vector<ClientMetric::Label> labels = {{"cluster", name}, {"member", member.name}};
-      const auto counters = c.counters.find(member.name);
-      if (counters != c.counters.end()) {
-        probes.Add(labels, static_cast<double>(counters->second.probes));
-        for (const auto& [reason, count] : counters->second.failures_by_reason) {
-          auto with_reason = labels;
-          with_reason.push_back({"reason", reason});
-          failures.Add(with_reason, static_cast<double>(count));
-        }
-        for (const auto& [reason, count] : counters->second.rest_failures_by_reason) {
-          auto with_reason = labels;
-          with_reason.push_back({"reason", reason});
-          patroni_failures.Add(with_reason, static_cast<double>(count));
-        }
-        if (counters->second.probes > 0)
-          duration.Add(labels, counters->second.last_duration_seconds);
-      }
-      auto h = c.history.members.find(member.name);
-      if (h == c.history.members.end() || !h->second.last) continue;
-      const MemberHistory& history = h->second;
-      up.Add(labels, history.last->ok() ? 1 : 0);
-      if (history.last->patroni) {
-        patroni_up.Add(labels, std::holds_alternative<PatroniReading>(*history.last->patroni));
-      }
-      if (history.last_patroni && history.last_patroni->dcs_last_seen) {
-        dcs_last_seen.Add(labels, *history.last_patroni->dcs_last_seen);
-      }
-      if (patroni && c.has_round && c.assessment.lock_readable) {
-        holds_lock.Add(labels, c.assessment.lock_holder == member.name ? 1 : 0);
-      }
-      if (patroni && c.has_round) {
-        const auto& z = c.assessment.zombies;
-        zombie.Add(labels, std::find(z.begin(), z.end(), member.name) != z.end() ? 1 : 0);
-      }
-      if (history.last_seen_writable)
-        last_writable.Add(labels, Seconds(*history.last_seen_writable));
-      if (history.last_ok) last_ok.Add(labels, Seconds(*history.last_ok));
-      // Writable, timeline and identity only from a reading of this round: a failed probe
-      // leaves them absent rather than zero or stale.
-      if (const PostgresReading* r = history.last->reading()) {
-        writable.Add(labels, r->writable() ? 1 : 0);
-        timeline.Add(labels, static_cast<double>(r->timeline));
-        wal.Add(labels, static_cast<double>(r->wal_bytes));
-        auto info_labels = labels;
-        info_labels.push_back({"system_identifier", r->system_identifier});
-        info_labels.push_back({"server_version", std::to_string(r->server_version)});
-        info_labels.push_back({"address", member.address});
-        info.Add(info_labels, 1);
-      }
+      lineage_forked.Add(
+          {{"cluster", name}, {"lineage", f.lineage}, {"with", ForkPartners(f.with)}},
+          f.declared_by ? 0 : 1);
+      if (!f.declared_by) continue;
+      suppression_expiry.Add({{"cluster", name},
+                              {"suppressor", "provisioning"},
+                              {"kind", DeclarationKindName(f.declared_by->kind)},
+                              {"reason", f.declared_by->reason},
+                              {"hidden_verdict", "lineage_forked"},
+                              {"declaration", f.declared_by->id}},
+                             Seconds(f.declared_by->expires));
     }
   }
+  return TakeAll({&suppression_expiry, &suppressed_split_brain, &transitions, &lineage_forked});
+}
 
+// The declarations in force and the drop-in files rejected; without a source, no series.
+std::vector<MetricFamily> DeclarationFamilies(const std::optional<DeclarationsView>& view) {
   Family declaration_expiry(
       "splitbrain_declaration_expiry_timestamp_seconds",
       "Every declaration in force (config, drop-in file or API), valued at its expiry.",
@@ -342,6 +450,32 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
                                "Declarations in force now, by where they come from (config, "
                                "file, api, alertmanager).",
                                MetricType::Gauge);
+  if (view) {
+    const auto now = WallClock::now();
+    for (const auto& d : view->all) {
+      if (!d.ActiveAt(now)) continue;
+      declaration_expiry.Add({{"id", d.id},
+                              {"kind", DeclarationKindName(d.kind)},
+                              {"cluster", d.cluster},
+                              {"scope", d.scope},
+                              {"member", d.member},
+                              {"source", d.source}},
+                             Seconds(d.expires));
+    }
+    std::set<std::string> bad_files;
+    for (const auto& e : view->errors) bad_files.insert(e.file);
+    declaration_errors.Add({}, static_cast<double>(bad_files.size()));
+    std::map<std::string, double> by_source = {
+        {"config", 0}, {"file", 0}, {"api", 0}, {"alertmanager", 0}};
+    for (const auto& d : view->all) by_source[d.source] += d.ActiveAt(now) ? 1 : 0;
+    for (const auto& [source, count] : by_source)
+      declarations_in_force.Add({{"source", source}}, count);
+  }
+  return TakeAll({&declaration_expiry, &declaration_errors, &declarations_in_force});
+}
+
+// What reading the Alertmanagers' silences says; series only when silences are read.
+std::vector<MetricFamily> SilenceFamilies(const std::optional<DeclarationsView>& view) {
   Family silences_up("splitbrain_alertmanager_silences_up",
                      "1 when the last read of this Alertmanager's silences succeeded; "
                      "declarations last read from it stay until their own expiry.",
@@ -355,118 +489,50 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
   Family page_silences("splitbrain_alertmanager_page_silences",
                        "Active silences in Alertmanager that match the SplitBrain page.",
                        MetricType::Gauge);
-  if (declarations_) {
-    const DeclarationsView view = declarations_();
-    const auto now = WallClock::now();
-    for (const auto& d : view.all) {
-      if (!d.ActiveAt(now)) continue;
-      declaration_expiry.Add({{"id", d.id},
-                              {"kind", DeclarationKindName(d.kind)},
-                              {"cluster", d.cluster},
-                              {"scope", d.scope},
-                              {"member", d.member},
-                              {"source", d.source}},
-                             Seconds(d.expires));
-    }
-    std::set<std::string> bad_files;
-    for (const auto& e : view.errors) bad_files.insert(e.file);
-    declaration_errors.Add({}, static_cast<double>(bad_files.size()));
-    std::map<std::string, double> by_source = {
-        {"config", 0}, {"file", 0}, {"api", 0}, {"alertmanager", 0}};
-    for (const auto& d : view.all) by_source[d.source] += d.ActiveAt(now) ? 1 : 0;
-    for (const auto& [source, count] : by_source)
-      declarations_in_force.Add({{"source", source}}, count);
-    for (const auto& s : view.silence_sources) {
+  if (view) {
+    for (const auto& s : view->silence_sources) {
       silences_up.Add({{"alertmanager", s.alertmanager}}, s.up ? 1 : 0);
       if (s.last_success_unix > 0) {
         silences_success.Add({{"alertmanager", s.alertmanager}}, s.last_success_unix);
       }
     }
-    if (!view.silence_sources.empty()) {
-      silence_errors.Add({}, static_cast<double>(view.silence_errors.size()));
-      page_silences.Add({}, static_cast<double>(view.page_silences.size()));
+    if (!view->silence_sources.empty()) {
+      silence_errors.Add({}, static_cast<double>(view->silence_errors.size()));
+      page_silences.Add({}, static_cast<double>(view->page_silences.size()));
     }
   }
+  return TakeAll({&silences_up, &silences_success, &silence_errors, &page_silences});
+}
 
-  Family pushes("splitbrain_alertmanager_pushes_total",
-                "POSTs of alerts to the Alertmanager (retries included in one push).",
-                MetricType::Counter);
-  Family push_failures("splitbrain_alertmanager_push_failures_total",
-                       "Pushes that failed after every attempt.", MetricType::Counter);
-  Family alerts_sent("splitbrain_alertmanager_alerts_sent_total",
-                     "Alerts delivered to the Alertmanager.", MetricType::Counter);
-  Family alerts_dropped("splitbrain_alertmanager_alerts_dropped_total",
-                        "Alert states dropped because the queue to a slow Alertmanager was full.",
-                        MetricType::Counter);
-  Family push_success("splitbrain_alertmanager_last_success_timestamp_seconds",
-                      "When a push to the Alertmanager last succeeded.", MetricType::Gauge);
-  if (push_stats_) {
-    for (const auto& am : push_stats_()) {
-      pushes.Add({{"alertmanager", am.url}}, static_cast<double>(am.pushes));
-      push_failures.Add({{"alertmanager", am.url}}, static_cast<double>(am.failures));
-      alerts_sent.Add({{"alertmanager", am.url}}, static_cast<double>(am.alerts_sent));
-      alerts_dropped.Add({{"alertmanager", am.url}}, static_cast<double>(am.dropped));
-      push_success.Add({{"alertmanager", am.url}}, am.last_success_unix);
-    }
-  }
+}  // namespace
 
-  std::vector<MetricFamily> out;
-  for (Family* f : {&build,
-                    &reload_ok,
-                    &reload_ts,
-                    &verdict,
-                    &verdict_since,
-                    &writable_lineage,
-                    &members_total,
-                    &rounds,
-                    &round_ts,
-                    &round_duration,
-                    &overruns,
-                    &interval,
-                    &ttl,
-                    &confirmations,
-                    &up,
-                    &writable,
-                    &timeline,
-                    &wal,
-                    &info,
-                    &last_writable,
-                    &last_ok,
-                    &duration,
-                    &probes,
-                    &failures,
-                    &cluster_info,
-                    &lock_up,
-                    &lock_failures,
-                    &lock_success,
-                    &lock_holder,
-                    &lease_left,
-                    &lock_revision,
-                    &holds_lock,
-                    &zombie,
-                    &patroni_up,
-                    &patroni_failures,
-                    &dcs_last_seen,
-                    &pushes,
-                    &push_failures,
-                    &alerts_sent,
-                    &alerts_dropped,
-                    &push_success,
-                    &incident,
-                    &suppression_expiry,
-                    &suppressed_split_brain,
-                    &transitions,
-                    &lineage_forked,
-                    &declaration_expiry,
-                    &declaration_errors,
-                    &declarations_in_force,
-                    &silences_up,
-                    &silences_success,
-                    &silence_errors,
-                    &page_silences}) {
-    out.push_back(f->Take());
-  }
-  for (auto& f : RuntimeHealthFamilies(clusters)) out.push_back(std::move(f));
+DetectorCollector::DetectorCollector(SnapshotSource source, const ConfigReloadStatus* reload_status,
+                                     PushStatsSource push_stats, DeclarationsSource declarations)
+    : source_(std::move(source)),
+      reload_status_(reload_status),
+      push_stats_(std::move(push_stats)),
+      declarations_(std::move(declarations)) {}
+
+std::vector<MetricFamily> DetectorCollector::Collect() const {
+  const std::vector<ClusterSnapshot> clusters = source_();
+  std::optional<DeclarationsView> declarations;
+  if (declarations_) declarations = declarations_();
+  std::vector<AlertmanagerStats> push_stats;
+  if (push_stats_) push_stats = push_stats_();
+
+  // The order of families is the order of the /metrics page; keep it stable.
+  std::vector<MetricFamily> out = BuildAndReloadFamilies(reload_status_);
+  Append(out, ClusterRoundFamilies(clusters));
+  Append(out, MemberReadingFamilies(clusters));
+  Append(out, ProbeCounterFamilies(clusters));
+  Append(out, LockStoreFamilies(clusters));
+  Append(out, PatroniMemberFamilies(clusters));
+  Append(out, PushFamilies(push_stats));
+  out.push_back(SplitBrainIncidentFamily(clusters));
+  Append(out, SuppressionFamilies(clusters));
+  Append(out, DeclarationFamilies(declarations));
+  Append(out, SilenceFamilies(declarations));
+  Append(out, RuntimeHealthFamilies(clusters));
   return out;
 }
 

@@ -32,6 +32,8 @@ class DetectorCollector : public prometheus::Collectable {
   /// can be made.
   DetectorCollector(SnapshotSource source, const ConfigReloadStatus* reload_status,
                     PushStatsSource push_stats = {}, DeclarationsSource declarations = {});
+  /// Every splitbrain_ family, always in the same order and each present even without
+  /// series, so that the /metrics page keeps its layout from scrape to scrape.
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:

@@ -95,264 +95,337 @@ void SilencesText(const nlohmann::json& status, std::ostream& out) {
 }
 
 }  // namespace
+namespace {
 
-nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters,
-                          const DeclarationsView* declarations) {
-  using nlohmann::json;
-  json out = {{"clusters", json::array()}};
-  const auto now = WallClock::now();
-  if (declarations != nullptr) {
-    out["declarations"] = json::array();
-    for (const auto& d : declarations->all) out["declarations"].push_back(DeclarationJson(d, now));
-    out["declaration_errors"] = json::array();
-    for (const auto& e : declarations->errors) out["declaration_errors"].push_back(e.ToString());
-    AddSilences(*declarations, out);
-  }
-  for (const auto& c : clusters) {
-    json cluster = {{"name", c.spec.name},
-                    {"ttl_seconds", c.spec.ttl.count() / 1000.0},
-                    {"probe_interval_seconds", c.spec.probe_interval.count() / 1000.0},
-                    {"probe_timeout_seconds", c.spec.probe_timeout.count() / 1000.0},
-                    {"rounds", c.rounds},
-                    {"members", json::array()}};
-    if (!c.has_round) {
-      cluster["verdict"] = "pending";
-      cluster["summary"] = "no round finished yet";
-      out["clusters"].push_back(cluster);
-      continue;
-    }
-    const Assessment& a = c.assessment;
-    cluster["verdict"] = VerdictName(a.verdict);
-    cluster["raw_verdict"] = VerdictName(a.raw_verdict);
-    cluster["summary"] = a.summary;
-    cluster["suppressions"] = json::array();
-    for (const auto& s : a.suppressions) {
-      cluster["suppressions"].push_back({{"suppressor", s.suppressor},
-                                         {"kind", s.kind},
-                                         {"reason", s.reason},
-                                         {"declaration", s.declaration_id},
-                                         {"hidden_verdict", s.hidden},
-                                         {"members", s.members},
-                                         {"expires", FormatRfc3339(s.expires)}});
-    }
-    cluster["suppressed_split_brain"] = a.suppressed_split_brain;
-    cluster["transitions"] = c.transitions;
-    if (c.spec.discovery.enabled) {
-      cluster["discovery"] = {{"max_members", c.spec.discovery.max_members},
-                              {"not_probed", c.discovery_rejected},
-                              {"expired", c.discovered_expired}};
-    }
-    if (c.last_transition) {
-      cluster["last_transition"] = {{"at", FormatTime(c.last_transition_at)},
-                                    {"members", c.last_transition->members},
-                                    {"evidence", c.last_transition->summary}};
-    }
-    cluster["lineage_forks"] = json::array();
-    for (const auto& f : c.forks) {
-      json fork = {{"lineage", f.lineage}, {"with", f.with}, {"members", f.members}};
-      if (f.declared_by) {
-        fork["declared_by"] = f.declared_by->id;
-        fork["reason"] = f.declared_by->reason;
-        fork["expires"] = FormatRfc3339(f.declared_by->expires);
-      }
-      cluster["lineage_forks"].push_back(fork);
-    }
-    cluster["verdict_since"] = FormatTime(c.verdict_since);
-    cluster["lineage"] = a.lineage;
-    cluster["last_round"] = FormatTime(c.last_round_end);
-    cluster["evidence"] = {{"writable", a.writable},
-                           {"drift", a.drift},
-                           {"suspects", a.suspects},
-                           {"unreadable", a.unreadable},
-                           {"writable_per_lineage", a.writable_per_lineage}};
-    if (c.spec.kind == ClusterKind::kPatroni) {
-      json lock = {{"scope", c.spec.scope}, {"readable", a.lock_readable}};
-      if (!a.lock_readable) lock["error"] = a.lock_error;
-      if (c.last_good_dcs) {
-        lock["holder"] = c.last_good_dcs->holder;
-        lock["mod_revision"] = c.last_good_dcs->mod_revision;
-        lock["lease_ttl_remaining_seconds"] = c.last_good_dcs->lease_ttl_remaining;
-        lock["lease_granted_ttl_seconds"] = c.last_good_dcs->lease_granted_ttl;
-        lock["initialize"] = c.last_good_dcs->initialize;
-        lock["endpoint"] = c.last_good_dcs->endpoint;
-        // Keys the lock store holds that could not be read (e.g. a hostile members/* value).
-        lock["rejected_keys"] = c.last_good_dcs->rejected;
-        lock["last_success"] = FormatTime(c.last_dcs_success);
-      }
-      cluster["lock"] = lock;
-      cluster["evidence"]["zombies"] = a.zombies;
-      cluster["evidence"]["other_scope"] = a.other_scope;
-    }
-    cluster["confirmations"] = {{"confirmed", c.confirmations_accepted},
-                                {"rejected", c.confirmations_rejected}};
-    for (const auto& spec : c.spec.members) {
-      auto it = c.history.members.find(spec.name);
-      const MemberHistory* h = it == c.history.members.end() ? nullptr : &it->second;
-      json member = {{"name", spec.name}, {"address", spec.address}, {"state", MemberState(h)}};
-      if (h != nullptr && h->last) {
-        member["probe_seconds"] = h->last->window.Seconds();
-        member["probed_at"] = FormatTime(h->last->window.sent_wall);
-        if (const ProbeFailure* f = h->last->failure()) {
-          member["error"] = {{"reason", ReasonName(f->reason)}, {"message", f->message}};
-        }
-      }
-      // Identity comes from the latest successful reading, marked with when it was taken.
-      if (h != nullptr && h->last_reading) {
-        const PostgresReading& r = *h->last_reading;
-        member["system_identifier"] = r.system_identifier;
-        member["in_lineage"] = r.system_identifier == a.lineage;
-        member["timeline"] = r.timeline;
-        member["wal_lsn"] = r.wal_lsn;
-        member["server_version"] = r.server_version;
-        member["postmaster_start"] = r.postmaster_start;
-        member["last_success"] = FormatTime(*h->last_ok);
-      }
-      if (h != nullptr && h->writable_since) {
-        member["writable_since"] = FormatTime(*h->writable_since);
-      }
-      if (h != nullptr && h->last_seen_writable) {
-        member["last_seen_writable"] = FormatTime(*h->last_seen_writable);
-      }
-      member["suspect"] = Contains(a.suspects, spec.name);
-      if (c.spec.kind == ClusterKind::kPatroni) {
-        member["zombie"] = Contains(a.zombies, spec.name);
-        member["holds_lock"] = a.lock_readable && a.lock_holder == spec.name;
-        if (spec.discovered) member["discovered"] = true;
-        if (h != nullptr && h->last_seen_holding) {
-          member["last_seen_holding_lock"] = FormatTime(*h->last_seen_holding);
-        }
-        if (h != nullptr && h->last && h->last->patroni) {
-          if (const auto* f = std::get_if<ProbeFailure>(&*h->last->patroni)) {
-            member["patroni_error"] = {{"reason", ReasonName(f->reason)}, {"message", f->message}};
-          }
-        }
-        if (h != nullptr && h->last_patroni) {
-          const PatroniReading& p = *h->last_patroni;
-          member["patroni"] = {{"role", p.role},   {"state", p.state},
-                               {"scope", p.scope}, {"timeline", p.timeline},
-                               {"pause", p.pause}, {"cluster_unlocked", p.cluster_unlocked}};
-          if (p.dcs_last_seen) member["patroni"]["dcs_last_seen"] = *p.dcs_last_seen;
-        }
-      }
-      cluster["members"].push_back(member);
-    }
-    out["clusters"].push_back(cluster);
+// The top-level declaration sections: every declaration, every rejected file, the silences.
+void AddDeclarations(const DeclarationsView& declarations, WallClock::time_point now,
+                     nlohmann::json& out) {
+  out["declarations"] = nlohmann::json::array();
+  for (const auto& d : declarations.all) out["declarations"].push_back(DeclarationJson(d, now));
+  out["declaration_errors"] = nlohmann::json::array();
+  for (const auto& e : declarations.errors) out["declaration_errors"].push_back(e.ToString());
+  AddSilences(declarations, out);
+}
+
+nlohmann::json SuppressionsJson(const std::vector<Suppression>& suppressions) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : suppressions) {
+    out.push_back({{"suppressor", s.suppressor},
+                   {"kind", s.kind},
+                   {"reason", s.reason},
+                   {"declaration", s.declaration_id},
+                   {"hidden_verdict", s.hidden},
+                   {"members", s.members},
+                   {"expires", FormatRfc3339(s.expires)}});
   }
   return out;
 }
 
-std::string StatusText(const std::vector<ClusterSnapshot>& clusters,
-                       const DeclarationsView* declarations) {
-  const std::vector<std::string> headers = {
+nlohmann::json LineageForksJson(const std::vector<LineageFork>& forks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : forks) {
+    nlohmann::json fork = {{"lineage", f.lineage}, {"with", f.with}, {"members", f.members}};
+    if (f.declared_by) {
+      fork["declared_by"] = f.declared_by->id;
+      fork["reason"] = f.declared_by->reason;
+      fork["expires"] = FormatRfc3339(f.declared_by->expires);
+    }
+    out.push_back(fork);
+  }
+  return out;
+}
+
+// Patroni: what the lock store said this round, and what its last successful read held.
+nlohmann::json LockJson(const ClusterSnapshot& c) {
+  const Assessment& a = c.assessment;
+  nlohmann::json lock = {{"scope", c.spec.scope}, {"readable", a.lock_readable}};
+  if (!a.lock_readable) lock["error"] = a.lock_error;
+  if (c.last_good_dcs) {
+    lock["holder"] = c.last_good_dcs->holder;
+    lock["mod_revision"] = c.last_good_dcs->mod_revision;
+    lock["lease_ttl_remaining_seconds"] = c.last_good_dcs->lease_ttl_remaining;
+    lock["lease_granted_ttl_seconds"] = c.last_good_dcs->lease_granted_ttl;
+    lock["initialize"] = c.last_good_dcs->initialize;
+    lock["endpoint"] = c.last_good_dcs->endpoint;
+    // Keys the lock store holds that could not be read (e.g. a hostile members/* value).
+    lock["rejected_keys"] = c.last_good_dcs->rejected;
+    lock["last_success"] = FormatTime(c.last_dcs_success);
+  }
+  return lock;
+}
+
+// The member's last probe, its latest successful reading and its writable streak.
+void AddProbeFields(const MemberHistory& h, const std::string& lineage, nlohmann::json& member) {
+  if (h.last) {
+    member["probe_seconds"] = h.last->window.Seconds();
+    member["probed_at"] = FormatTime(h.last->window.sent_wall);
+    if (const ProbeFailure* f = h.last->failure()) {
+      member["error"] = {{"reason", ReasonName(f->reason)}, {"message", f->message}};
+    }
+  }
+  // Identity comes from the latest successful reading, marked with when it was taken.
+  if (h.last_reading) {
+    const PostgresReading& r = *h.last_reading;
+    member["system_identifier"] = r.system_identifier;
+    member["in_lineage"] = r.system_identifier == lineage;
+    member["timeline"] = r.timeline;
+    member["wal_lsn"] = r.wal_lsn;
+    member["server_version"] = r.server_version;
+    member["postmaster_start"] = r.postmaster_start;
+    member["last_success"] = FormatTime(*h.last_ok);
+  }
+  if (h.writable_since) member["writable_since"] = FormatTime(*h.writable_since);
+  if (h.last_seen_writable) member["last_seen_writable"] = FormatTime(*h.last_seen_writable);
+}
+
+// Patroni: the member's standing with the lock and what its REST API said.
+void AddPatroniFields(const MemberSpec& spec, const MemberHistory* h, const Assessment& a,
+                      nlohmann::json& member) {
+  member["zombie"] = Contains(a.zombies, spec.name);
+  member["holds_lock"] = a.lock_readable && a.lock_holder == spec.name;
+  if (spec.discovered) member["discovered"] = true;
+  if (h == nullptr) return;
+  if (h->last_seen_holding) member["last_seen_holding_lock"] = FormatTime(*h->last_seen_holding);
+  if (h->last && h->last->patroni) {
+    if (const auto* f = std::get_if<ProbeFailure>(&*h->last->patroni)) {
+      member["patroni_error"] = {{"reason", ReasonName(f->reason)}, {"message", f->message}};
+    }
+  }
+  if (h->last_patroni) {
+    const PatroniReading& p = *h->last_patroni;
+    member["patroni"] = {{"role", p.role},   {"state", p.state},
+                         {"scope", p.scope}, {"timeline", p.timeline},
+                         {"pause", p.pause}, {"cluster_unlocked", p.cluster_unlocked}};
+    if (p.dcs_last_seen) member["patroni"]["dcs_last_seen"] = *p.dcs_last_seen;
+  }
+}
+
+nlohmann::json MemberJson(const ClusterSnapshot& c, const MemberSpec& spec) {
+  const Assessment& a = c.assessment;
+  auto it = c.history.members.find(spec.name);
+  const MemberHistory* h = it == c.history.members.end() ? nullptr : &it->second;
+  nlohmann::json member = {
+      {"name", spec.name}, {"address", spec.address}, {"state", MemberState(h)}};
+  if (h != nullptr) AddProbeFields(*h, a.lineage, member);
+  member["suspect"] = Contains(a.suspects, spec.name);
+  if (c.spec.kind == ClusterKind::kPatroni) AddPatroniFields(spec, h, a, member);
+  return member;
+}
+
+// A cluster with a round: its verdict, the evidence behind it and every member.
+void AddRoundFields(const ClusterSnapshot& c, nlohmann::json& cluster) {
+  const Assessment& a = c.assessment;
+  cluster["verdict"] = VerdictName(a.verdict);
+  cluster["raw_verdict"] = VerdictName(a.raw_verdict);
+  cluster["summary"] = a.summary;
+  cluster["suppressions"] = SuppressionsJson(a.suppressions);
+  cluster["suppressed_split_brain"] = a.suppressed_split_brain;
+  cluster["transitions"] = c.transitions;
+  if (c.spec.discovery.enabled) {
+    cluster["discovery"] = {{"max_members", c.spec.discovery.max_members},
+                            {"not_probed", c.discovery_rejected},
+                            {"expired", c.discovered_expired}};
+  }
+  if (c.last_transition) {
+    cluster["last_transition"] = {{"at", FormatTime(c.last_transition_at)},
+                                  {"members", c.last_transition->members},
+                                  {"evidence", c.last_transition->summary}};
+  }
+  cluster["lineage_forks"] = LineageForksJson(c.forks);
+  cluster["verdict_since"] = FormatTime(c.verdict_since);
+  cluster["lineage"] = a.lineage;
+  cluster["last_round"] = FormatTime(c.last_round_end);
+  cluster["evidence"] = {{"writable", a.writable},
+                         {"drift", a.drift},
+                         {"suspects", a.suspects},
+                         {"unreadable", a.unreadable},
+                         {"writable_per_lineage", a.writable_per_lineage}};
+  if (c.spec.kind == ClusterKind::kPatroni) {
+    cluster["lock"] = LockJson(c);
+    cluster["evidence"]["zombies"] = a.zombies;
+    cluster["evidence"]["other_scope"] = a.other_scope;
+  }
+  cluster["confirmations"] = {{"confirmed", c.confirmations_accepted},
+                              {"rejected", c.confirmations_rejected}};
+  for (const auto& spec : c.spec.members) cluster["members"].push_back(MemberJson(c, spec));
+}
+
+nlohmann::json ClusterJson(const ClusterSnapshot& c) {
+  nlohmann::json cluster = {{"name", c.spec.name},
+                            {"ttl_seconds", c.spec.ttl.count() / 1000.0},
+                            {"probe_interval_seconds", c.spec.probe_interval.count() / 1000.0},
+                            {"probe_timeout_seconds", c.spec.probe_timeout.count() / 1000.0},
+                            {"rounds", c.rounds},
+                            {"members", nlohmann::json::array()}};
+  if (c.has_round) {
+    AddRoundFields(c, cluster);
+  } else {
+    cluster["verdict"] = "pending";
+    cluster["summary"] = "no round finished yet";
+  }
+  return cluster;
+}
+
+}  // namespace
+
+nlohmann::json StatusJson(const std::vector<ClusterSnapshot>& clusters,
+                          const DeclarationsView* declarations) {
+  nlohmann::json out = {{"clusters", nlohmann::json::array()}};
+  if (declarations != nullptr) AddDeclarations(*declarations, WallClock::now(), out);
+  for (const auto& c : clusters) out["clusters"].push_back(ClusterJson(c));
+  return out;
+}
+
+namespace {
+
+const std::vector<std::string>& TableHeaders() {
+  static const std::vector<std::string> headers = {
       "Member", "Host", "State", "TL", "WAL", "System identifier", "Last seen writable"};
-  std::ostringstream out;
-  nlohmann::json status = StatusJson(clusters, declarations);
-  for (const auto& cluster : status["clusters"]) {
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& m : cluster["members"]) {
-      auto text = [&](const char* key) {
-        if (!m.contains(key)) return std::string();
-        return m[key].is_string() ? m[key].get<std::string>() : m[key].dump();
-      };
-      std::string state = text("state");
-      if (m.value("holds_lock", false)) state += " LEADER-KEY";
-      if (m.value("zombie", false)) state += " ZOMBIE";
-      if (m.value("suspect", false)) state += " SUSPECT";
-      if (m.contains("in_lineage") && !m["in_lineage"].get<bool>()) state += " OTHER-LINEAGE";
-      rows.push_back({text("name"), text("address"), state, text("timeline"), text("wal_lsn"),
-                      text("system_identifier"), text("last_seen_writable")});
-    }
-    std::vector<size_t> widths;
-    for (const auto& h : headers) widths.push_back(h.size());
-    for (const auto& row : rows) {
-      for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-    }
-    std::string rule = "+";
-    for (size_t w : widths) rule += std::string(w + 2, '-') + "+";
-    std::string title = "+ Cluster: " + cluster["name"].get<std::string>() + " ";
-    if (cluster.contains("lineage")) {
-      title += "(lineage " + cluster["lineage"].get<std::string>() + ") ";
-    }
-    out << title << (title.size() < rule.size() ? rule.substr(title.size()) : "") << "\n";
-    auto print_row = [&](const std::vector<std::string>& row) {
-      out << "|";
-      for (size_t i = 0; i < row.size(); ++i) {
-        out << " " << row[i] << std::string(widths[i] - row[i].size(), ' ') << " |";
-      }
-      out << "\n";
+  return headers;
+}
+
+// One table row per member, in TableHeaders() order.
+std::vector<std::vector<std::string>> MemberRows(const nlohmann::json& cluster) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : cluster["members"]) {
+    auto text = [&](const char* key) {
+      if (!m.contains(key)) return std::string();
+      return m[key].is_string() ? m[key].get<std::string>() : m[key].dump();
     };
-    print_row(headers);
-    out << rule << "\n";
-    for (const auto& row : rows) print_row(row);
-    out << rule << "\n";
-    if (cluster.contains("lock")) {
-      const auto& lock = cluster["lock"];
-      out << "Lock: scope " << lock["scope"].get<std::string>();
-      if (lock["readable"].get<bool>()) {
-        out << ", leader key held by "
-            << (lock.value("holder", "").empty() ? "nobody" : lock["holder"].get<std::string>())
-            << " (lease " << lock.value("lease_ttl_remaining_seconds", -1) << "s left, revision "
-            << lock.value("mod_revision", 0) << ")";
-      } else {
-        out << ", UNREADABLE: " << lock.value("error", "");
-      }
-      out << "\n";
+    std::string state = text("state");
+    if (m.value("holds_lock", false)) state += " LEADER-KEY";
+    if (m.value("zombie", false)) state += " ZOMBIE";
+    if (m.value("suspect", false)) state += " SUSPECT";
+    if (m.contains("in_lineage") && !m["in_lineage"].get<bool>()) state += " OTHER-LINEAGE";
+    rows.push_back({text("name"), text("address"), state, text("timeline"), text("wal_lsn"),
+                    text("system_identifier"), text("last_seen_writable")});
+  }
+  return rows;
+}
+
+// The member table under a title rule naming the cluster (and its lineage once known).
+void MemberTableText(const nlohmann::json& cluster, std::ostream& out) {
+  const std::vector<std::string>& headers = TableHeaders();
+  const std::vector<std::vector<std::string>> rows = MemberRows(cluster);
+  std::vector<size_t> widths;
+  for (const auto& h : headers) widths.push_back(h.size());
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string rule = "+";
+  for (size_t w : widths) rule += std::string(w + 2, '-') + "+";
+  std::string title = "+ Cluster: " + cluster["name"].get<std::string>() + " ";
+  if (cluster.contains("lineage")) {
+    title += "(lineage " + cluster["lineage"].get<std::string>() + ") ";
+  }
+  out << title << (title.size() < rule.size() ? rule.substr(title.size()) : "") << "\n";
+  auto print_row = [&](const std::vector<std::string>& row) {
+    out << "|";
+    for (size_t i = 0; i < row.size(); ++i) {
+      out << " " << row[i] << std::string(widths[i] - row[i].size(), ' ') << " |";
     }
-    out << "Verdict: " << cluster["verdict"].get<std::string>() << " - "
-        << cluster["summary"].get<std::string>() << "\n";
-    for (const auto& s : cluster.value("suppressions", nlohmann::json::array())) {
-      out << "  Suppressed by " << s["suppressor"].get<std::string>();
-      if (!s["kind"].get<std::string>().empty()) {
-        out << " (" << s["kind"].get<std::string>() << " " << s["declaration"].get<std::string>()
-            << ")";
-      }
-      out << ": hides " << s["hidden_verdict"].get<std::string>() << "; "
-          << s["reason"].get<std::string>() << "; until " << s["expires"].get<std::string>()
-          << "\n";
+    out << "\n";
+  };
+  print_row(headers);
+  out << rule << "\n";
+  for (const auto& row : rows) print_row(row);
+  out << rule << "\n";
+}
+
+void LockText(const nlohmann::json& lock, std::ostream& out) {
+  out << "Lock: scope " << lock["scope"].get<std::string>();
+  if (lock["readable"].get<bool>()) {
+    out << ", leader key held by "
+        << (lock.value("holder", "").empty() ? "nobody" : lock["holder"].get<std::string>())
+        << " (lease " << lock.value("lease_ttl_remaining_seconds", -1) << "s left, revision "
+        << lock.value("mod_revision", 0) << ")";
+  } else {
+    out << ", UNREADABLE: " << lock.value("error", "");
+  }
+  out << "\n";
+}
+
+void SuppressionsText(const nlohmann::json& cluster, std::ostream& out) {
+  for (const auto& s : cluster.value("suppressions", nlohmann::json::array())) {
+    out << "  Suppressed by " << s["suppressor"].get<std::string>();
+    if (!s["kind"].get<std::string>().empty()) {
+      out << " (" << s["kind"].get<std::string>() << " " << s["declaration"].get<std::string>()
+          << ")";
     }
-    for (const auto& f : cluster.value("lineage_forks", nlohmann::json::array())) {
-      out << "  Lineage " << f["lineage"].get<std::string>() << " also writable in "
-          << f["with"].dump();
-      if (f.contains("declared_by")) {
-        out << " (declared cutover " << f["declared_by"].get<std::string>() << ": "
-            << f["reason"].get<std::string>() << ", until " << f["expires"].get<std::string>()
-            << ")";
-      } else {
-        out << " (not declared)";
-      }
-      out << "\n";
-    }
-    for (const auto& m : cluster["members"]) {
-      if (m.contains("error")) {
-        out << "  " << m["name"].get<std::string>() << ": "
-            << m["error"]["reason"].get<std::string>() << ": "
-            << m["error"]["message"].get<std::string>() << "\n";
-      }
+    out << ": hides " << s["hidden_verdict"].get<std::string>() << "; "
+        << s["reason"].get<std::string>() << "; until " << s["expires"].get<std::string>() << "\n";
+  }
+}
+
+void LineageForksText(const nlohmann::json& cluster, std::ostream& out) {
+  for (const auto& f : cluster.value("lineage_forks", nlohmann::json::array())) {
+    out << "  Lineage " << f["lineage"].get<std::string>() << " also writable in "
+        << f["with"].dump();
+    if (f.contains("declared_by")) {
+      out << " (declared cutover " << f["declared_by"].get<std::string>() << ": "
+          << f["reason"].get<std::string>() << ", until " << f["expires"].get<std::string>() << ")";
+    } else {
+      out << " (not declared)";
     }
     out << "\n";
   }
-  if (status.contains("declarations") && !status["declarations"].empty()) {
-    out << "Declarations:\n";
-    for (const auto& d : status["declarations"]) {
-      out << "  " << d["id"].get<std::string>() << ": " << d["kind"].get<std::string>() << " of "
-          << d["cluster"].get<std::string>();
-      if (!d["scope"].get<std::string>().empty()) out << " scope " << d["scope"].get<std::string>();
-      if (!d["member"].get<std::string>().empty()) {
-        out << " member " << d["member"].get<std::string>();
-      }
-      // A silence says which Alertmanagers hold it: where to look, and expire it.
-      const std::string source = d["source"].get<std::string>();
-      out << " by " << d["author"].get<std::string>() << " (" << source
-          << (source == "alertmanager" ? " " + d["origin"].get<std::string>() : "")
-          << "): " << d["reason"].get<std::string>() << "; "
-          << (d["active"].get<bool>() ? "until " : "EXPIRED ") << d["expires"].get<std::string>()
-          << "\n";
+}
+
+void MemberErrorsText(const nlohmann::json& cluster, std::ostream& out) {
+  for (const auto& m : cluster["members"]) {
+    if (m.contains("error")) {
+      out << "  " << m["name"].get<std::string>() << ": " << m["error"]["reason"].get<std::string>()
+          << ": " << m["error"]["message"].get<std::string>() << "\n";
     }
   }
-  if (status.contains("declaration_errors") && !status["declaration_errors"].empty()) {
-    out << "Rejected declaration files:\n";
-    for (const auto& e : status["declaration_errors"]) out << "  " << e.get<std::string>() << "\n";
+}
+
+void ClusterText(const nlohmann::json& cluster, std::ostream& out) {
+  MemberTableText(cluster, out);
+  if (cluster.contains("lock")) LockText(cluster["lock"], out);
+  out << "Verdict: " << cluster["verdict"].get<std::string>() << " - "
+      << cluster["summary"].get<std::string>() << "\n";
+  SuppressionsText(cluster, out);
+  LineageForksText(cluster, out);
+  MemberErrorsText(cluster, out);
+  out << "\n";
+}
+
+void DeclarationsText(const nlohmann::json& status, std::ostream& out) {
+  if (!status.contains("declarations") || status["declarations"].empty()) return;
+  out << "Declarations:\n";
+  for (const auto& d : status["declarations"]) {
+    out << "  " << d["id"].get<std::string>() << ": " << d["kind"].get<std::string>() << " of "
+        << d["cluster"].get<std::string>();
+    if (!d["scope"].get<std::string>().empty()) out << " scope " << d["scope"].get<std::string>();
+    if (!d["member"].get<std::string>().empty()) {
+      out << " member " << d["member"].get<std::string>();
+    }
+    // A silence says which Alertmanagers hold it: where to look, and expire it.
+    const std::string source = d["source"].get<std::string>();
+    out << " by " << d["author"].get<std::string>() << " (" << source
+        << (source == "alertmanager" ? " " + d["origin"].get<std::string>() : "")
+        << "): " << d["reason"].get<std::string>() << "; "
+        << (d["active"].get<bool>() ? "until " : "EXPIRED ") << d["expires"].get<std::string>()
+        << "\n";
   }
+}
+
+void DeclarationErrorsText(const nlohmann::json& status, std::ostream& out) {
+  if (!status.contains("declaration_errors") || status["declaration_errors"].empty()) return;
+  out << "Rejected declaration files:\n";
+  for (const auto& e : status["declaration_errors"]) out << "  " << e.get<std::string>() << "\n";
+}
+
+}  // namespace
+
+std::string StatusText(const std::vector<ClusterSnapshot>& clusters,
+                       const DeclarationsView* declarations) {
+  std::ostringstream out;
+  const nlohmann::json status = StatusJson(clusters, declarations);
+  for (const auto& cluster : status["clusters"]) ClusterText(cluster, out);
+  DeclarationsText(status, out);
+  DeclarationErrorsText(status, out);
   SilencesText(status, out);
   return out.str();
 }

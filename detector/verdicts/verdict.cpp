@@ -189,19 +189,22 @@ std::vector<std::string> ConfirmedWritable(const std::vector<Observation>& repro
   return {};
 }
 
-Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round,
-                  const ClusterHistory& history, bool confirmed, const DcsResult* dcs) {
-  Assessment a;
-  a.lineage = ChooseLineage(spec, history, dcs);
-  a.scope = spec.scope;
-  if (dcs != nullptr) {
-    if (const DcsView* view = std::get_if<DcsView>(dcs)) {
-      a.lock_readable = true;
-      a.lock_holder = view->holder;
-    } else {
-      a.lock_error = std::get<ProbeFailure>(*dcs).message;
-    }
+namespace {
+
+// The lock store's answer, as the assessment shows it.
+void ReadLock(const DcsResult* dcs, Assessment& a) {
+  if (dcs == nullptr) return;
+  if (const DcsView* view = std::get_if<DcsView>(dcs)) {
+    a.lock_readable = true;
+    a.lock_holder = view->holder;
+  } else {
+    a.lock_error = std::get<ProbeFailure>(*dcs).message;
   }
+}
+
+// Sorts each member of the round into writable (ours or drift), unreadable and suspect.
+void ClassifyMembers(const ClusterSpec& spec, const std::vector<Observation>& round,
+                     const ClusterHistory& history, Assessment& a) {
   for (const auto& obs : round) {
     const bool other_scope = ClaimsOtherScope(spec, obs);
     if (other_scope) a.other_scope.push_back(obs.member);
@@ -222,7 +225,10 @@ Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round
       a.suspects.push_back(obs.member);
     }
   }
+}
 
+// The writable members that are not the lock holder, once a.writable is known.
+void FindZombies(const ClusterSpec& spec, const std::vector<Observation>& round, Assessment& a) {
   if (a.lock_readable && !a.lock_holder.empty()) {
     for (const auto& member : a.writable) {
       if (member != a.lock_holder) a.zombies.push_back(member);
@@ -240,7 +246,10 @@ Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round
       if (timelines[member] < newest) a.zombies.push_back(member);
     }
   }
+}
 
+// The verdict and its one-line summary from the sorted evidence, worst finding first.
+void Decide(bool confirmed, Assessment& a) {
   std::ostringstream summary;
   if (a.writable.size() >= 2 && confirmed) {
     a.verdict = Verdict::kSplitBrain;
@@ -282,6 +291,19 @@ Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round
     summary << a.writable.front() << " is the only writable member";
   }
   a.summary = summary.str();
+}
+
+}  // namespace
+
+Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round,
+                  const ClusterHistory& history, bool confirmed, const DcsResult* dcs) {
+  Assessment a;
+  a.lineage = ChooseLineage(spec, history, dcs);
+  a.scope = spec.scope;
+  ReadLock(dcs, a);
+  ClassifyMembers(spec, round, history, a);
+  FindZombies(spec, round, a);
+  Decide(confirmed, a);
   a.raw_verdict = a.verdict;
   return a;
 }
