@@ -29,6 +29,18 @@ Observation TimedOut(const std::string& member, const ReadingWindow& window,
   return obs;
 }
 
+// Patroni's REST API as a member's manager.
+class PatroniManager : public ManagerProbe {
+ public:
+  explicit PatroniManager(std::string base_url) : rest_(std::move(base_url)) {}
+  std::variant<PatroniReading, ProbeFailure> Read(SteadyClock::time_point deadline) override {
+    return rest_.Read(deadline);
+  }
+
+ private:
+  PatroniRestProbe rest_;
+};
+
 size_t DiscoveredCount(const ClusterSpec& spec) {
   return static_cast<size_t>(std::count_if(spec.members.begin(), spec.members.end(),
                                            [](const MemberSpec& m) { return m.discovered; }));
@@ -86,6 +98,20 @@ ProbeFactory PostgresProbeFactory() {
   };
 }
 
+LockStoreFactory EtcdLockStoreFactory() {
+  return [](const ClusterSpec& spec) -> std::unique_ptr<LockStore> {
+    if (spec.kind != ClusterKind::kPatroni) return nullptr;
+    return std::make_unique<EtcdScopeProbe>(spec.etcd_endpoints, spec.dcs_namespace, spec.scope);
+  };
+}
+
+ManagerProbeFactory PatroniManagerProbeFactory() {
+  return [](const ClusterSpec&, const MemberSpec& member) -> std::unique_ptr<ManagerProbe> {
+    if (member.patroni_url.empty()) return nullptr;
+    return std::make_unique<PatroniManager>(member.patroni_url);
+  };
+}
+
 ProbeExecutor::ProbeExecutor(size_t threads) { EnsureThreads(threads); }
 
 ProbeExecutor::~ProbeExecutor() {
@@ -135,7 +161,7 @@ void ProbeExecutor::Work() {
 struct Scheduler::MemberSlot {
   std::unique_ptr<MemberProbe> probe;
   std::atomic<bool> busy{false};
-  std::unique_ptr<PatroniRestProbe> rest;  // Patroni members only
+  std::unique_ptr<ManagerProbe> rest;  // members with a manager (Patroni) only
   std::atomic<bool> rest_busy{false};
 };
 
@@ -144,25 +170,22 @@ struct Scheduler::MemberSlot {
 struct Scheduler::ClusterRuntime {
   /// Shared with the calls in flight, so that a member dropped by discovery outlives them.
   std::vector<std::shared_ptr<MemberSlot>> members;
-  std::unique_ptr<EtcdScopeProbe> dcs_probe;  // Patroni clusters only
+  std::unique_ptr<LockStore> lock_store;  // clusters whose kind keeps a lock record only
   std::atomic<bool> dcs_busy{false};
   /// Discovered members absent from the DCS's latest answer, and since when.
   std::map<std::string, WallClock::time_point> absent_since;
   ClusterSnapshot state;  // guarded by Scheduler::mu_
 };
 
-Scheduler::Scheduler(const ValidatedConfig& config, ProbeFactory factory)
-    : factory_(std::move(factory)) {
+Scheduler::Scheduler(const ValidatedConfig& config, ProbeFactories factories)
+    : factories_(std::move(factories)) {
   executor_ = std::make_unique<ProbeExecutor>(2);
   for (const auto& spec : config.clusters()) {
     auto cluster = std::make_unique<ClusterRuntime>();
     cluster->state.spec = spec;
     cluster->state.spec.members.clear();
     for (const auto& member : spec.members) AddMemberSlot(*cluster, member);
-    if (spec.kind == ClusterKind::kPatroni) {
-      cluster->dcs_probe =
-          std::make_unique<EtcdScopeProbe>(spec.etcd_endpoints, spec.dcs_namespace, spec.scope);
-    }
+    cluster->lock_store = factories_.lock_stores(spec);
     clusters_.push_back(std::move(cluster));
   }
   SizeExecutor();
@@ -172,10 +195,8 @@ Scheduler::~Scheduler() { Stop(); }
 
 void Scheduler::AddMemberSlot(ClusterRuntime& cluster, MemberSpec member) {
   auto slot = std::make_shared<MemberSlot>();
-  slot->probe = factory_(cluster.state.spec, member);
-  if (!member.patroni_url.empty()) {
-    slot->rest = std::make_unique<PatroniRestProbe>(member.patroni_url);
-  }
+  slot->probe = factories_.members(cluster.state.spec, member);
+  slot->rest = factories_.managers(cluster.state.spec, member);
   std::lock_guard<std::mutex> lock(mu_);
   cluster.members.push_back(std::move(slot));
   cluster.state.counters.emplace(member.name, MemberCounters{});
@@ -335,10 +356,10 @@ Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
   // The lock store is re-read at confirmation too: a failover's new holder takes the key
   // just before it promotes, so the first round may have read the key before it existed.
   std::optional<std::future<DcsResult>> dcs;
-  if (cluster.dcs_probe) {
+  if (cluster.lock_store) {
     dcs = Launch<DcsResult>(
         nullptr, cluster.dcs_busy,
-        [&cluster, deadline] { return cluster.dcs_probe->Read(deadline); },
+        [&cluster, deadline] { return cluster.lock_store->Read(deadline); },
         [](ProbeFailure f) { return DcsResult(std::move(f)); });
   }
   auto gate =
@@ -380,7 +401,7 @@ Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
     }
     out.members.push_back(std::move(obs));
   }
-  if (cluster.dcs_probe) {
+  if (cluster.lock_store) {
     out.dcs = collect(dcs, [](const char* why) {
       return DcsResult(ProbeFailure{ProbeFailureReason::kTimeout, why});
     });
@@ -633,7 +654,7 @@ void Scheduler::AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view) {
       if (!slot.rest && !registered.api_url.empty()) {
         std::lock_guard<std::mutex> lock(mu_);
         known->patroni_url = UrlBase(registered.api_url);
-        slot.rest = std::make_unique<PatroniRestProbe>(known->patroni_url);
+        slot.rest = factories_.managers(spec, *known);
       }
       continue;
     }

@@ -27,6 +27,29 @@ using ProbeFactory =
 /// The default factory: a PostgresProbe with the cluster's probe timeout.
 ProbeFactory PostgresProbeFactory();
 
+/// Builds the lock store of a cluster, or nullptr when its kind keeps no lock record (plain
+/// PostgreSQL); the scheduler owns what it returns.
+using LockStoreFactory = std::function<std::unique_ptr<LockStore>(const ClusterSpec&)>;
+
+/// The default factory: etcd (EtcdScopeProbe) for Patroni clusters, none for the others.
+LockStoreFactory EtcdLockStoreFactory();
+
+/// Builds the manager probe of one member, or nullptr when it has none (no REST URL known);
+/// called again when discovery learns a configured member's URL. The scheduler owns it.
+using ManagerProbeFactory =
+    std::function<std::unique_ptr<ManagerProbe>(const ClusterSpec&, const MemberSpec&)>;
+
+/// The default factory: Patroni's REST API at the member's patroni_url, when it has one.
+ManagerProbeFactory PatroniManagerProbeFactory();
+
+/// How the scheduler builds every reading of a cluster: the built-in kinds by default, fakes
+/// in tests. Plain value type.
+struct ProbeFactories {
+  ProbeFactory members = PostgresProbeFactory();
+  LockStoreFactory lock_stores = EtcdLockStoreFactory();
+  ManagerProbeFactory managers = PatroniManagerProbeFactory();
+};
+
 /// Counters kept per member; monotonic for the life of the scheduler.
 struct MemberCounters {
   std::uint64_t probes = 0;
@@ -130,7 +153,7 @@ class Scheduler {
   /// Called after every round with the cluster's fresh snapshot, on the cluster's thread.
   using RoundListener = std::function<void(const ClusterSnapshot&)>;
 
-  explicit Scheduler(const ValidatedConfig& config, ProbeFactory factory = PostgresProbeFactory());
+  explicit Scheduler(const ValidatedConfig& config, ProbeFactories factories = ProbeFactories());
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -194,7 +217,7 @@ class Scheduler {
   /// Recomputes every cluster's lineage forks from their latest rounds. Requires mu_.
   void UpdateForks(const std::vector<Declaration>& active, WallClock::time_point now);
 
-  ProbeFactory factory_;
+  ProbeFactories factories_;
 
   std::vector<std::unique_ptr<ClusterRuntime>> clusters_;
   mutable std::mutex mu_;  // guards every ClusterRuntime::state
