@@ -46,6 +46,97 @@ size_t DiscoveredCount(const ClusterSpec& spec) {
                                            [](const MemberSpec& m) { return m.discovered; }));
 }
 
+// Members of `lineage` seen writable in `round` (by index), unless their manager claims
+// another scope: a confirmation candidate when there are two or more.
+std::vector<size_t> Candidates(const ClusterSpec& spec, const std::vector<Observation>& round,
+                               const std::string& lineage) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < round.size(); ++i) {
+    const Observation& obs = round[i];
+    if (obs.seen_writable() && obs.reading()->system_identifier == lineage &&
+        !ClaimsOtherScope(spec, obs)) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+// The holder the lock store named this round; empty when unknown.
+std::string HolderOf(const DcsResult* dcs) {
+  if (dcs == nullptr) return "";
+  const DcsView* view = std::get_if<DcsView>(dcs);
+  return view != nullptr ? view->holder : "";
+}
+
+// Folds the round into the member histories and counters.
+void RecordObservations(ClusterSnapshot& state, const std::vector<Observation>& round,
+                        WallClock::time_point at, const std::string& holder) {
+  for (const auto& obs : round) {
+    RecordObservation(state.history.members[obs.member], obs, at, holder);
+    MemberCounters& counters = state.counters[obs.member];
+    ++counters.probes;
+    counters.last_duration_seconds = obs.window.Seconds();
+    if (const ProbeFailure* failure = obs.failure()) {
+      ++counters.failures_by_reason[ReasonName(failure->reason)];
+    }
+    if (obs.patroni) {
+      if (const auto* failure = std::get_if<ProbeFailure>(&*obs.patroni)) {
+        ++counters.rest_failures_by_reason[ReasonName(failure->reason)];
+      }
+    }
+  }
+}
+
+void RecordTransition(ClusterSnapshot& state, const TransitionEvidence& transition,
+                      WallClock::time_point at) {
+  ++state.transitions;
+  state.last_transition = transition;
+  state.last_transition_at = at;
+  spdlog::info("cluster={} msg=\"transition, not a split brain\" evidence=\"{}\"", state.spec.name,
+               transition.summary);
+}
+
+// Logs a provisioning suppression the first round it appears (the others are routine).
+void LogNewSuppressions(const ClusterSpec& spec, const Assessment& previous,
+                        const Assessment& assessment) {
+  for (const auto& s : assessment.suppressions) {
+    const bool changed = s.suppressor == "provisioning";
+    const bool was = std::any_of(
+        previous.suppressions.begin(), previous.suppressions.end(), [&](const Suppression& old) {
+          return old.suppressor == s.suppressor && old.declaration_id == s.declaration_id &&
+                 old.hidden == s.hidden;
+        });
+    if (changed && !was) {
+      spdlog::warn(
+          "cluster={} msg=\"finding suppressed\" hidden={} suppressor={} kind={} "
+          "declaration={} reason=\"{}\" expires={}",
+          spec.name, s.hidden, s.suppressor, s.kind, s.declaration_id, LogfmtEscape(s.reason),
+          FormatRfc3339(s.expires));
+    }
+  }
+}
+
+// Keeps the round's verdict: how long it has held, and the split-brain incident, opened by a
+// confirmed split brain and closed only by a round that read every member and found at most
+// one writable.
+void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::time_point at) {
+  if (!state.has_round || assessment.verdict != state.assessment.verdict) {
+    state.verdict_since = at;
+    state.verdict_rounds = 0;
+    spdlog::log(assessment.verdict == Verdict::kHealthy ? spdlog::level::info : spdlog::level::warn,
+                "cluster={} verdict={} lineage={} summary=\"{}\"", state.spec.name,
+                VerdictName(assessment.verdict), assessment.lineage, assessment.summary);
+  }
+  ++state.verdict_rounds;
+  if (assessment.verdict == Verdict::kSplitBrain) {
+    if (!state.split_brain_open) state.split_brain_opened_at = at;
+    state.split_brain_open = true;
+  } else if (assessment.unreadable.empty() && assessment.writable.size() <= 1) {
+    state.split_brain_open = false;
+  }
+  state.assessment = std::move(assessment);
+}
+
 // What a reload keeps of a cluster (see Scheduler::Inherit). `now` has the new spec, whose
 // members were already chosen; histories and counters follow those members.
 void InheritState(const ClusterSnapshot& old, ClusterSnapshot& now) {
@@ -410,161 +501,117 @@ Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
 }
 
 void Scheduler::RunRound(ClusterRuntime& cluster) {
-  const ClusterSpec& spec = cluster.state.spec;
-  const auto round_start_wall = WallClock::now();
-  const auto round_start = SteadyClock::now();
-  std::vector<size_t> everyone(spec.members.size());
+  RoundTimes times;
+  times.start_wall = WallClock::now();
+  times.start = SteadyClock::now();
+  std::vector<size_t> everyone(cluster.state.spec.members.size());
   for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
   RoundReadings readings = ProbeRound(cluster, everyone, false);
-  std::vector<Observation>& round = readings.members;
-  const DcsResult* dcs = readings.dcs ? &*readings.dcs : nullptr;
+  const std::string lineage = PreviewLineage(cluster, readings, times.start_wall);
+  const Confirmation confirmation = ConfirmRound(cluster, readings, lineage);
+  times.end_wall = WallClock::now();
+  // Outside the lock: the source may read files.
+  const std::vector<Declaration> active = ActiveDeclarations(times.end_wall);
+  ClusterSnapshot snapshot;
+  const RoundListener listener =
+      RecordRound(cluster, readings, confirmation, active, times, snapshot);
+  if (readings.dcs) {
+    if (const DcsView* view = std::get_if<DcsView>(&*readings.dcs)) AdoptDcsMembers(cluster, *view);
+  }
+  if (listener) listener(snapshot);
+}
 
+std::string Scheduler::PreviewLineage(ClusterRuntime& cluster, const RoundReadings& readings,
+                                      WallClock::time_point at) {
   // Judge the candidate against the lineage the history would give after this round.
   ClusterHistory preview;
   {
     std::lock_guard<std::mutex> lock(mu_);
     preview = cluster.state.history;
   }
-  for (const auto& obs : round) {
-    RecordObservation(preview.members[obs.member], obs, round_start_wall);
+  for (const auto& obs : readings.members) {
+    RecordObservation(preview.members[obs.member], obs, at);
   }
-  const std::string lineage = ChooseLineage(spec, preview, dcs);
+  return ChooseLineage(cluster.state.spec, preview, readings.dcs ? &*readings.dcs : nullptr);
+}
 
-  bool candidate = false;
-  bool confirmed = false;
-  std::optional<TransitionEvidence> transition;
-  std::vector<size_t> again;
-  for (size_t i = 0; i < round.size(); ++i) {
-    const Observation& obs = round[i];
-    if (obs.seen_writable() && obs.reading()->system_identifier == lineage &&
-        !ClaimsOtherScope(spec, obs)) {
-      again.push_back(i);
-    }
+Scheduler::Confirmation Scheduler::ConfirmRound(ClusterRuntime& cluster, RoundReadings& readings,
+                                                const std::string& lineage) {
+  std::vector<Observation>& round = readings.members;
+  const std::vector<size_t> again = Candidates(cluster.state.spec, round, lineage);
+  Confirmation out;
+  if (again.size() < 2) return out;
+  out.candidate = true;
+  RoundReadings reprobe = ProbeRound(cluster, again, true);
+  out.confirmed = !ConfirmedWritable(reprobe.members, lineage, &round).empty();
+  if (!out.confirmed) out.transition = DescribeTransition(round, reprobe.members);
+  if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
+    readings.dcs = std::move(reprobe.dcs);
   }
-  if (again.size() >= 2) {
-    candidate = true;
-    RoundReadings reprobe = ProbeRound(cluster, again, true);
-    confirmed = !ConfirmedWritable(reprobe.members, lineage, &round).empty();
-    if (!confirmed) transition = DescribeTransition(round, reprobe.members);
-    if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
-      readings.dcs = std::move(reprobe.dcs);
-      dcs = &*readings.dcs;
-    }
-    // The re-probe is the fresher reading: it replaces the first one, keeping the claim.
-    for (size_t i = 0; i < again.size(); ++i) {
-      reprobe.members[i].patroni = std::move(round[again[i]].patroni);
-      round[again[i]] = std::move(reprobe.members[i]);
-    }
+  // The re-probe is the fresher reading: it replaces the first one, keeping the claim.
+  for (size_t i = 0; i < again.size(); ++i) {
+    reprobe.members[i].patroni = std::move(round[again[i]].patroni);
+    round[again[i]] = std::move(reprobe.members[i]);
   }
-  const auto round_end_wall = WallClock::now();
-  std::string holder;
-  if (dcs != nullptr) {
-    if (const DcsView* view = std::get_if<DcsView>(dcs)) holder = view->holder;
-  }
+  return out;
+}
 
+std::vector<Declaration> Scheduler::ActiveDeclarations(WallClock::time_point at) {
   DeclarationSource declarations;
   {
     std::lock_guard<std::mutex> lock(mu_);
     declarations = declarations_;
   }
-  // Outside the lock: the source may read files.
-  const std::vector<Declaration> active =
-      declarations ? declarations(round_end_wall) : std::vector<Declaration>{};
+  return declarations ? declarations(at) : std::vector<Declaration>{};
+}
 
-  RoundListener listener;
-  ClusterSnapshot snapshot;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ClusterSnapshot& state = cluster.state;
+Scheduler::RoundListener Scheduler::RecordRound(ClusterRuntime& cluster, RoundReadings& readings,
+                                                Confirmation confirmation,
+                                                const std::vector<Declaration>& active,
+                                                const RoundTimes& times,
+                                                ClusterSnapshot& snapshot) {
+  const DcsResult* dcs = readings.dcs ? &*readings.dcs : nullptr;
+  std::vector<Observation>& round = readings.members;
+  std::lock_guard<std::mutex> lock(mu_);
+  ClusterSnapshot& state = cluster.state;
+  const ClusterSpec& spec = state.spec;  // RecordDcs may change its ttl and interval
+  RecordObservations(state, round, times.end_wall, HolderOf(dcs));
+  if (dcs != nullptr) RecordDcs(state, *dcs, times.end_wall);
+  state.history.lineage = ChooseLineage(spec, state.history, dcs);
+  Assessment assessment = Assess(spec, round, state.history, confirmation.confirmed, dcs);
+  std::optional<TransitionEvidence>& transition = confirmation.transition;
+  if (!transition) {
+    transition = DescribePrimaryMove(state.last_primary, state.last_primary_timeline,
+                                     assessment.writable, round);
+  }
+  if (assessment.writable.size() == 1) {
+    state.last_primary = assessment.writable.front();
     for (const auto& obs : round) {
-      RecordObservation(state.history.members[obs.member], obs, round_end_wall, holder);
-      MemberCounters& counters = state.counters[obs.member];
-      ++counters.probes;
-      counters.last_duration_seconds = obs.window.Seconds();
-      if (const ProbeFailure* failure = obs.failure()) {
-        ++counters.failures_by_reason[ReasonName(failure->reason)];
-      }
-      if (obs.patroni) {
-        if (const auto* failure = std::get_if<ProbeFailure>(&*obs.patroni)) {
-          ++counters.rest_failures_by_reason[ReasonName(failure->reason)];
-        }
-      }
+      if (obs.member == state.last_primary) state.last_primary_timeline = obs.reading()->timeline;
     }
-    if (dcs != nullptr) RecordDcs(state, *dcs, round_end_wall);
-    state.history.lineage = ChooseLineage(spec, state.history, dcs);
-    Assessment assessment = Assess(spec, round, state.history, confirmed, dcs);
-    if (!transition) {
-      transition = DescribePrimaryMove(state.last_primary, state.last_primary_timeline,
-                                       assessment.writable, round);
-    }
-    if (assessment.writable.size() == 1) {
-      state.last_primary = assessment.writable.front();
-      for (const auto& obs : round) {
-        if (obs.member == state.last_primary) state.last_primary_timeline = obs.reading()->timeline;
-      }
-    }
-    ApplySuppressors(
-        SuppressionInput{spec, round, state.history, active, transition, round_end_wall},
-        assessment);
-    if (candidate) ++(confirmed ? state.confirmations_accepted : state.confirmations_rejected);
-    if (transition) {
-      ++state.transitions;
-      state.last_transition = transition;
-      state.last_transition_at = round_end_wall;
-      spdlog::info("cluster={} msg=\"transition, not a split brain\" evidence=\"{}\"", spec.name,
-                   transition->summary);
-    }
-    for (const auto& s : assessment.suppressions) {
-      const bool changed = s.suppressor == "provisioning";
-      const bool was =
-          std::any_of(state.assessment.suppressions.begin(), state.assessment.suppressions.end(),
-                      [&](const Suppression& old) {
-                        return old.suppressor == s.suppressor &&
-                               old.declaration_id == s.declaration_id && old.hidden == s.hidden;
-                      });
-      if (changed && !was) {
-        spdlog::warn(
-            "cluster={} msg=\"finding suppressed\" hidden={} suppressor={} kind={} "
-            "declaration={} reason=\"{}\" expires={}",
-            spec.name, s.hidden, s.suppressor, s.kind, s.declaration_id, LogfmtEscape(s.reason),
-            FormatRfc3339(s.expires));
-      }
-    }
-    if (!state.has_round || assessment.verdict != state.assessment.verdict) {
-      state.verdict_since = round_end_wall;
-      state.verdict_rounds = 0;
-      spdlog::log(
-          assessment.verdict == Verdict::kHealthy ? spdlog::level::info : spdlog::level::warn,
-          "cluster={} verdict={} lineage={} summary=\"{}\"", spec.name,
-          VerdictName(assessment.verdict), assessment.lineage, assessment.summary);
-    }
-    ++state.verdict_rounds;
-    if (assessment.verdict == Verdict::kSplitBrain) {
-      if (!state.split_brain_open) state.split_brain_opened_at = round_end_wall;
-      state.split_brain_open = true;
-    } else if (assessment.unreadable.empty() && assessment.writable.size() <= 1) {
-      state.split_brain_open = false;
-    }
-    state.assessment = std::move(assessment);
-    state.last_round = std::move(round);
-    UpdateForks(active, round_end_wall);
-    const bool undeclared_fork =
-        std::any_of(state.forks.begin(), state.forks.end(),
-                    [](const LineageFork& f) { return !f.declared_by.has_value(); });
-    state.fork_rounds = undeclared_fork ? state.fork_rounds + 1 : 0;
-    state.has_round = true;
-    ++state.rounds;
-    state.last_round_start = round_start_wall;
-    state.last_round_end = round_end_wall;
-    state.last_round_seconds =
-        std::chrono::duration<double>(SteadyClock::now() - round_start).count();
-    listener = listener_;
-    if (listener) snapshot = state;
   }
-  if (dcs != nullptr) {
-    if (const DcsView* view = std::get_if<DcsView>(dcs)) AdoptDcsMembers(cluster, *view);
+  ApplySuppressors(SuppressionInput{spec, round, state.history, active, transition, times.end_wall},
+                   assessment);
+  if (confirmation.candidate) {
+    ++(confirmation.confirmed ? state.confirmations_accepted : state.confirmations_rejected);
   }
-  if (listener) listener(snapshot);
+  if (transition) RecordTransition(state, *transition, times.end_wall);
+  LogNewSuppressions(spec, state.assessment, assessment);
+  RecordVerdict(state, std::move(assessment), times.end_wall);
+  state.last_round = std::move(round);
+  UpdateForks(active, times.end_wall);
+  const bool undeclared_fork =
+      std::any_of(state.forks.begin(), state.forks.end(),
+                  [](const LineageFork& f) { return !f.declared_by.has_value(); });
+  state.fork_rounds = undeclared_fork ? state.fork_rounds + 1 : 0;
+  state.has_round = true;
+  ++state.rounds;
+  state.last_round_start = times.start_wall;
+  state.last_round_end = times.end_wall;
+  state.last_round_seconds =
+      std::chrono::duration<double>(SteadyClock::now() - times.start).count();
+  if (listener_) snapshot = state;
+  return listener_;
 }
 
 void Scheduler::UpdateForks(const std::vector<Declaration>& active, WallClock::time_point now) {

@@ -192,13 +192,44 @@ class Scheduler {
     std::optional<DcsResult> dcs;
   };
 
+  /// What confirmation found: whether the round raised a candidate, whether the re-probe
+  /// confirmed it, and, when it did not, the switchover or failover that explains it.
+  struct Confirmation {
+    bool candidate = false;
+    bool confirmed = false;
+    std::optional<TransitionEvidence> transition;
+  };
+  /// When a round started (both clocks) and when its readings were all in.
+  struct RoundTimes {
+    WallClock::time_point start_wall;
+    SteadyClock::time_point start;
+    WallClock::time_point end_wall;
+  };
+
   void ClusterLoop(ClusterRuntime& cluster);
+  /// One round: probe every member and the lock store, confirm a candidate, record the
+  /// verdict, adopt the members the lock record lists, and tell the listener.
   void RunRound(ClusterRuntime& cluster);
   /// Probes the given members (and, outside confirmation, their REST APIs and the lock
   /// store) concurrently under one deadline. A confirmation re-probe reads PostgreSQL only,
   /// and sends the readings together through a start gate.
   RoundReadings ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& member_indexes,
                            bool confirmation);
+  /// The lineage the cluster's history would give once this round is folded in.
+  std::string PreviewLineage(ClusterRuntime& cluster, const RoundReadings& readings,
+                             WallClock::time_point at);
+  /// Re-probes, together, the members of `lineage` seen writable when there are two or more;
+  /// their fresher readings (and a readable lock record) replace the round's.
+  Confirmation ConfirmRound(ClusterRuntime& cluster, RoundReadings& readings,
+                            const std::string& lineage);
+  /// The declarations in force at `at`, from the source (outside the lock: it may read files).
+  std::vector<Declaration> ActiveDeclarations(WallClock::time_point at);
+  /// Folds the round into the cluster's state under the lock: histories, counters, the lock
+  /// record, the verdict with its suppressions, transitions and forks. Returns the listener
+  /// to call, with `snapshot` copied under the same lock; empty when there is none.
+  RoundListener RecordRound(ClusterRuntime& cluster, RoundReadings& readings,
+                            Confirmation confirmation, const std::vector<Declaration>& active,
+                            const RoundTimes& times, ClusterSnapshot& snapshot);
   /// Runs `call` on the executor unless the previous call guarded by `busy` still runs.
   /// A call that throws answers `failed(failure)` instead, and is counted.
   template <typename T>
