@@ -13,12 +13,12 @@ namespace sbd {
 /// Reads one Patroni scope from etcd 3.4's v3 JSON gateway: a single prefix range over
 /// <namespace>/<scope>/ (leader, initialize, config, members/*), then the leader key's lease
 /// (POST /v3/lease/timetolive). Endpoints are tried in turn, starting with the last one that
-/// answered, each with its share of the deadline. Read-only. Safe to call from one thread
-/// at a time.
-class EtcdScopeProbe {
+/// answered, each with its share of the deadline. Read-only. The lock store of Patroni
+/// clusters. Safe to call from one thread at a time.
+class EtcdScopeProbe : public LockStore {
  public:
   EtcdScopeProbe(std::vector<std::string> endpoints, std::string dcs_namespace, std::string scope);
-  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline);
+  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
 
   /// Parses a /v3/kv/range answer for the scope's prefix into a view (no lease TTL yet).
   static std::variant<DcsView, ProbeFailure> ParseRange(const nlohmann::json& body,

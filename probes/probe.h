@@ -94,7 +94,10 @@ struct DcsMember {
   std::string state;
 };
 
-/// What the lock store says about one Patroni scope, read in one prefix range.
+/// A lock's record, as its lock store keeps it: whom the store names as holder, the lease
+/// left on that claim, the revision (epoch) it was written at, and the members registered
+/// beside the lock. The etcd store fills it from one Patroni scope, read in one prefix range;
+/// other stores fill the fields they have. (Named after the DCS it was first read from.)
 struct DcsView {
   std::string endpoint;           ///< the etcd endpoint that answered
   std::string holder;             ///< the leader key's value; empty when there is no key
@@ -165,6 +168,28 @@ class MemberProbe {
   /// reading is sent only once every other probe sharing the gate is ready to send too;
   /// the probe arrives at the gate exactly once on every path.
   virtual Observation Probe(SteadyClock::time_point deadline, StartGate* gate) = 0;
+};
+
+/// A lock store: where a lock's record lives (etcd for Patroni today). The scheduler reads it
+/// once per round, beside the member probes, and again at confirmation. Implementations
+/// return data and never count holders; they never throw past Read(). Not thread-safe: the
+/// scheduler runs at most one Read() per instance at a time.
+class LockStore {
+ public:
+  virtual ~LockStore() = default;
+  /// Reads the lock's record once, giving up at `deadline` (a timeout failure).
+  virtual std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) = 0;
+};
+
+/// What a member's manager (Patroni's REST API today) says about the member and its
+/// cluster, read beside the member probe so that a hung manager never hides the database.
+/// Implementations never throw past Read(). Not thread-safe: the scheduler runs at most one
+/// Read() per instance at a time.
+class ManagerProbe {
+ public:
+  virtual ~ManagerProbe() = default;
+  /// Reads the manager once, giving up at `deadline` (a timeout failure).
+  virtual std::variant<PatroniReading, ProbeFailure> Read(SteadyClock::time_point deadline) = 0;
 };
 
 }  // namespace sbd

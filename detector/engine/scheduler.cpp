@@ -29,9 +29,112 @@ Observation TimedOut(const std::string& member, const ReadingWindow& window,
   return obs;
 }
 
+// Patroni's REST API as a member's manager.
+class PatroniManager : public ManagerProbe {
+ public:
+  explicit PatroniManager(std::string base_url) : rest_(std::move(base_url)) {}
+  std::variant<PatroniReading, ProbeFailure> Read(SteadyClock::time_point deadline) override {
+    return rest_.Read(deadline);
+  }
+
+ private:
+  PatroniRestProbe rest_;
+};
+
 size_t DiscoveredCount(const ClusterSpec& spec) {
   return static_cast<size_t>(std::count_if(spec.members.begin(), spec.members.end(),
                                            [](const MemberSpec& m) { return m.discovered; }));
+}
+
+// Members of `lineage` seen writable in `round` (by index), unless their manager claims
+// another scope: a confirmation candidate when there are two or more.
+std::vector<size_t> Candidates(const ClusterSpec& spec, const std::vector<Observation>& round,
+                               const std::string& lineage) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < round.size(); ++i) {
+    const Observation& obs = round[i];
+    if (obs.seen_writable() && obs.reading()->system_identifier == lineage &&
+        !ClaimsOtherScope(spec, obs)) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+// The holder the lock store named this round; empty when unknown.
+std::string HolderOf(const DcsResult* dcs) {
+  if (dcs == nullptr) return "";
+  const DcsView* view = std::get_if<DcsView>(dcs);
+  return view != nullptr ? view->holder : "";
+}
+
+// Folds the round into the member histories and counters.
+void RecordObservations(ClusterSnapshot& state, const std::vector<Observation>& round,
+                        WallClock::time_point at, const std::string& holder) {
+  for (const auto& obs : round) {
+    RecordObservation(state.history.members[obs.member], obs, at, holder);
+    MemberCounters& counters = state.counters[obs.member];
+    ++counters.probes;
+    counters.last_duration_seconds = obs.window.Seconds();
+    if (const ProbeFailure* failure = obs.failure()) {
+      ++counters.failures_by_reason[ReasonName(failure->reason)];
+    }
+    if (obs.patroni) {
+      if (const auto* failure = std::get_if<ProbeFailure>(&*obs.patroni)) {
+        ++counters.rest_failures_by_reason[ReasonName(failure->reason)];
+      }
+    }
+  }
+}
+
+void RecordTransition(ClusterSnapshot& state, const TransitionEvidence& transition,
+                      WallClock::time_point at) {
+  ++state.transitions;
+  state.last_transition = transition;
+  state.last_transition_at = at;
+  spdlog::info("cluster={} msg=\"transition, not a split brain\" evidence=\"{}\"", state.spec.name,
+               transition.summary);
+}
+
+// Logs a provisioning suppression the first round it appears (the others are routine).
+void LogNewSuppressions(const ClusterSpec& spec, const Assessment& previous,
+                        const Assessment& assessment) {
+  for (const auto& s : assessment.suppressions) {
+    const bool changed = s.suppressor == "provisioning";
+    const bool was = std::any_of(
+        previous.suppressions.begin(), previous.suppressions.end(), [&](const Suppression& old) {
+          return old.suppressor == s.suppressor && old.declaration_id == s.declaration_id &&
+                 old.hidden == s.hidden;
+        });
+    if (changed && !was) {
+      spdlog::warn(
+          "cluster={} msg=\"finding suppressed\" hidden={} suppressor={} kind={} "
+          "declaration={} reason=\"{}\" expires={}",
+          spec.name, s.hidden, s.suppressor, s.kind, s.declaration_id, LogfmtEscape(s.reason),
+          FormatRfc3339(s.expires));
+    }
+  }
+}
+
+// Keeps the round's verdict: how long it has held, and the split-brain incident, opened by a
+// confirmed split brain and closed only by a round that read every member and found at most
+// one writable.
+void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::time_point at) {
+  if (!state.has_round || assessment.verdict != state.assessment.verdict) {
+    state.verdict_since = at;
+    state.verdict_rounds = 0;
+    spdlog::log(assessment.verdict == Verdict::kHealthy ? spdlog::level::info : spdlog::level::warn,
+                "cluster={} verdict={} lineage={} summary=\"{}\"", state.spec.name,
+                VerdictName(assessment.verdict), assessment.lineage, assessment.summary);
+  }
+  ++state.verdict_rounds;
+  if (assessment.verdict == Verdict::kSplitBrain) {
+    if (!state.split_brain_open) state.split_brain_opened_at = at;
+    state.split_brain_open = true;
+  } else if (assessment.unreadable.empty() && assessment.writable.size() <= 1) {
+    state.split_brain_open = false;
+  }
+  state.assessment = std::move(assessment);
 }
 
 // What a reload keeps of a cluster (see Scheduler::Inherit). `now` has the new spec, whose
@@ -86,6 +189,20 @@ ProbeFactory PostgresProbeFactory() {
   };
 }
 
+LockStoreFactory EtcdLockStoreFactory() {
+  return [](const ClusterSpec& spec) -> std::unique_ptr<LockStore> {
+    if (spec.kind != ClusterKind::kPatroni) return nullptr;
+    return std::make_unique<EtcdScopeProbe>(spec.etcd_endpoints, spec.dcs_namespace, spec.scope);
+  };
+}
+
+ManagerProbeFactory PatroniManagerProbeFactory() {
+  return [](const ClusterSpec&, const MemberSpec& member) -> std::unique_ptr<ManagerProbe> {
+    if (member.patroni_url.empty()) return nullptr;
+    return std::make_unique<PatroniManager>(member.patroni_url);
+  };
+}
+
 ProbeExecutor::ProbeExecutor(size_t threads) { EnsureThreads(threads); }
 
 ProbeExecutor::~ProbeExecutor() {
@@ -135,7 +252,7 @@ void ProbeExecutor::Work() {
 struct Scheduler::MemberSlot {
   std::unique_ptr<MemberProbe> probe;
   std::atomic<bool> busy{false};
-  std::unique_ptr<PatroniRestProbe> rest;  // Patroni members only
+  std::unique_ptr<ManagerProbe> rest;  // members with a manager (Patroni) only
   std::atomic<bool> rest_busy{false};
 };
 
@@ -144,25 +261,22 @@ struct Scheduler::MemberSlot {
 struct Scheduler::ClusterRuntime {
   /// Shared with the calls in flight, so that a member dropped by discovery outlives them.
   std::vector<std::shared_ptr<MemberSlot>> members;
-  std::unique_ptr<EtcdScopeProbe> dcs_probe;  // Patroni clusters only
+  std::unique_ptr<LockStore> lock_store;  // clusters whose kind keeps a lock record only
   std::atomic<bool> dcs_busy{false};
   /// Discovered members absent from the DCS's latest answer, and since when.
   std::map<std::string, WallClock::time_point> absent_since;
   ClusterSnapshot state;  // guarded by Scheduler::mu_
 };
 
-Scheduler::Scheduler(const ValidatedConfig& config, ProbeFactory factory)
-    : factory_(std::move(factory)) {
+Scheduler::Scheduler(const ValidatedConfig& config, ProbeFactories factories)
+    : factories_(std::move(factories)) {
   executor_ = std::make_unique<ProbeExecutor>(2);
   for (const auto& spec : config.clusters()) {
     auto cluster = std::make_unique<ClusterRuntime>();
     cluster->state.spec = spec;
     cluster->state.spec.members.clear();
     for (const auto& member : spec.members) AddMemberSlot(*cluster, member);
-    if (spec.kind == ClusterKind::kPatroni) {
-      cluster->dcs_probe =
-          std::make_unique<EtcdScopeProbe>(spec.etcd_endpoints, spec.dcs_namespace, spec.scope);
-    }
+    cluster->lock_store = factories_.lock_stores(spec);
     clusters_.push_back(std::move(cluster));
   }
   SizeExecutor();
@@ -172,10 +286,8 @@ Scheduler::~Scheduler() { Stop(); }
 
 void Scheduler::AddMemberSlot(ClusterRuntime& cluster, MemberSpec member) {
   auto slot = std::make_shared<MemberSlot>();
-  slot->probe = factory_(cluster.state.spec, member);
-  if (!member.patroni_url.empty()) {
-    slot->rest = std::make_unique<PatroniRestProbe>(member.patroni_url);
-  }
+  slot->probe = factories_.members(cluster.state.spec, member);
+  slot->rest = factories_.managers(cluster.state.spec, member);
   std::lock_guard<std::mutex> lock(mu_);
   cluster.members.push_back(std::move(slot));
   cluster.state.counters.emplace(member.name, MemberCounters{});
@@ -335,10 +447,10 @@ Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
   // The lock store is re-read at confirmation too: a failover's new holder takes the key
   // just before it promotes, so the first round may have read the key before it existed.
   std::optional<std::future<DcsResult>> dcs;
-  if (cluster.dcs_probe) {
+  if (cluster.lock_store) {
     dcs = Launch<DcsResult>(
         nullptr, cluster.dcs_busy,
-        [&cluster, deadline] { return cluster.dcs_probe->Read(deadline); },
+        [&cluster, deadline] { return cluster.lock_store->Read(deadline); },
         [](ProbeFailure f) { return DcsResult(std::move(f)); });
   }
   auto gate =
@@ -380,7 +492,7 @@ Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
     }
     out.members.push_back(std::move(obs));
   }
-  if (cluster.dcs_probe) {
+  if (cluster.lock_store) {
     out.dcs = collect(dcs, [](const char* why) {
       return DcsResult(ProbeFailure{ProbeFailureReason::kTimeout, why});
     });
@@ -389,161 +501,117 @@ Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
 }
 
 void Scheduler::RunRound(ClusterRuntime& cluster) {
-  const ClusterSpec& spec = cluster.state.spec;
-  const auto round_start_wall = WallClock::now();
-  const auto round_start = SteadyClock::now();
-  std::vector<size_t> everyone(spec.members.size());
+  RoundTimes times;
+  times.start_wall = WallClock::now();
+  times.start = SteadyClock::now();
+  std::vector<size_t> everyone(cluster.state.spec.members.size());
   for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
   RoundReadings readings = ProbeRound(cluster, everyone, false);
-  std::vector<Observation>& round = readings.members;
-  const DcsResult* dcs = readings.dcs ? &*readings.dcs : nullptr;
+  const std::string lineage = PreviewLineage(cluster, readings, times.start_wall);
+  const Confirmation confirmation = ConfirmRound(cluster, readings, lineage);
+  times.end_wall = WallClock::now();
+  // Outside the lock: the source may read files.
+  const std::vector<Declaration> active = ActiveDeclarations(times.end_wall);
+  ClusterSnapshot snapshot;
+  const RoundListener listener =
+      RecordRound(cluster, readings, confirmation, active, times, snapshot);
+  if (readings.dcs) {
+    if (const DcsView* view = std::get_if<DcsView>(&*readings.dcs)) AdoptDcsMembers(cluster, *view);
+  }
+  if (listener) listener(snapshot);
+}
 
+std::string Scheduler::PreviewLineage(ClusterRuntime& cluster, const RoundReadings& readings,
+                                      WallClock::time_point at) {
   // Judge the candidate against the lineage the history would give after this round.
   ClusterHistory preview;
   {
     std::lock_guard<std::mutex> lock(mu_);
     preview = cluster.state.history;
   }
-  for (const auto& obs : round) {
-    RecordObservation(preview.members[obs.member], obs, round_start_wall);
+  for (const auto& obs : readings.members) {
+    RecordObservation(preview.members[obs.member], obs, at);
   }
-  const std::string lineage = ChooseLineage(spec, preview, dcs);
+  return ChooseLineage(cluster.state.spec, preview, readings.dcs ? &*readings.dcs : nullptr);
+}
 
-  bool candidate = false;
-  bool confirmed = false;
-  std::optional<TransitionEvidence> transition;
-  std::vector<size_t> again;
-  for (size_t i = 0; i < round.size(); ++i) {
-    const Observation& obs = round[i];
-    if (obs.seen_writable() && obs.reading()->system_identifier == lineage &&
-        !ClaimsOtherScope(spec, obs)) {
-      again.push_back(i);
-    }
+Scheduler::Confirmation Scheduler::ConfirmRound(ClusterRuntime& cluster, RoundReadings& readings,
+                                                const std::string& lineage) {
+  std::vector<Observation>& round = readings.members;
+  const std::vector<size_t> again = Candidates(cluster.state.spec, round, lineage);
+  Confirmation out;
+  if (again.size() < 2) return out;
+  out.candidate = true;
+  RoundReadings reprobe = ProbeRound(cluster, again, true);
+  out.confirmed = !ConfirmedWritable(reprobe.members, lineage, &round).empty();
+  if (!out.confirmed) out.transition = DescribeTransition(round, reprobe.members);
+  if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
+    readings.dcs = std::move(reprobe.dcs);
   }
-  if (again.size() >= 2) {
-    candidate = true;
-    RoundReadings reprobe = ProbeRound(cluster, again, true);
-    confirmed = !ConfirmedWritable(reprobe.members, lineage, &round).empty();
-    if (!confirmed) transition = DescribeTransition(round, reprobe.members);
-    if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
-      readings.dcs = std::move(reprobe.dcs);
-      dcs = &*readings.dcs;
-    }
-    // The re-probe is the fresher reading: it replaces the first one, keeping the claim.
-    for (size_t i = 0; i < again.size(); ++i) {
-      reprobe.members[i].patroni = std::move(round[again[i]].patroni);
-      round[again[i]] = std::move(reprobe.members[i]);
-    }
+  // The re-probe is the fresher reading: it replaces the first one, keeping the claim.
+  for (size_t i = 0; i < again.size(); ++i) {
+    reprobe.members[i].patroni = std::move(round[again[i]].patroni);
+    round[again[i]] = std::move(reprobe.members[i]);
   }
-  const auto round_end_wall = WallClock::now();
-  std::string holder;
-  if (dcs != nullptr) {
-    if (const DcsView* view = std::get_if<DcsView>(dcs)) holder = view->holder;
-  }
+  return out;
+}
 
+std::vector<Declaration> Scheduler::ActiveDeclarations(WallClock::time_point at) {
   DeclarationSource declarations;
   {
     std::lock_guard<std::mutex> lock(mu_);
     declarations = declarations_;
   }
-  // Outside the lock: the source may read files.
-  const std::vector<Declaration> active =
-      declarations ? declarations(round_end_wall) : std::vector<Declaration>{};
+  return declarations ? declarations(at) : std::vector<Declaration>{};
+}
 
-  RoundListener listener;
-  ClusterSnapshot snapshot;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ClusterSnapshot& state = cluster.state;
+Scheduler::RoundListener Scheduler::RecordRound(ClusterRuntime& cluster, RoundReadings& readings,
+                                                Confirmation confirmation,
+                                                const std::vector<Declaration>& active,
+                                                const RoundTimes& times,
+                                                ClusterSnapshot& snapshot) {
+  const DcsResult* dcs = readings.dcs ? &*readings.dcs : nullptr;
+  std::vector<Observation>& round = readings.members;
+  std::lock_guard<std::mutex> lock(mu_);
+  ClusterSnapshot& state = cluster.state;
+  const ClusterSpec& spec = state.spec;  // RecordDcs may change its ttl and interval
+  RecordObservations(state, round, times.end_wall, HolderOf(dcs));
+  if (dcs != nullptr) RecordDcs(state, *dcs, times.end_wall);
+  state.history.lineage = ChooseLineage(spec, state.history, dcs);
+  Assessment assessment = Assess(spec, round, state.history, confirmation.confirmed, dcs);
+  std::optional<TransitionEvidence>& transition = confirmation.transition;
+  if (!transition) {
+    transition = DescribePrimaryMove(state.last_primary, state.last_primary_timeline,
+                                     assessment.writable, round);
+  }
+  if (assessment.writable.size() == 1) {
+    state.last_primary = assessment.writable.front();
     for (const auto& obs : round) {
-      RecordObservation(state.history.members[obs.member], obs, round_end_wall, holder);
-      MemberCounters& counters = state.counters[obs.member];
-      ++counters.probes;
-      counters.last_duration_seconds = obs.window.Seconds();
-      if (const ProbeFailure* failure = obs.failure()) {
-        ++counters.failures_by_reason[ReasonName(failure->reason)];
-      }
-      if (obs.patroni) {
-        if (const auto* failure = std::get_if<ProbeFailure>(&*obs.patroni)) {
-          ++counters.rest_failures_by_reason[ReasonName(failure->reason)];
-        }
-      }
+      if (obs.member == state.last_primary) state.last_primary_timeline = obs.reading()->timeline;
     }
-    if (dcs != nullptr) RecordDcs(state, *dcs, round_end_wall);
-    state.history.lineage = ChooseLineage(spec, state.history, dcs);
-    Assessment assessment = Assess(spec, round, state.history, confirmed, dcs);
-    if (!transition) {
-      transition = DescribePrimaryMove(state.last_primary, state.last_primary_timeline,
-                                       assessment.writable, round);
-    }
-    if (assessment.writable.size() == 1) {
-      state.last_primary = assessment.writable.front();
-      for (const auto& obs : round) {
-        if (obs.member == state.last_primary) state.last_primary_timeline = obs.reading()->timeline;
-      }
-    }
-    ApplySuppressors(
-        SuppressionInput{spec, round, state.history, active, transition, round_end_wall},
-        assessment);
-    if (candidate) ++(confirmed ? state.confirmations_accepted : state.confirmations_rejected);
-    if (transition) {
-      ++state.transitions;
-      state.last_transition = transition;
-      state.last_transition_at = round_end_wall;
-      spdlog::info("cluster={} msg=\"transition, not a split brain\" evidence=\"{}\"", spec.name,
-                   transition->summary);
-    }
-    for (const auto& s : assessment.suppressions) {
-      const bool changed = s.suppressor == "provisioning";
-      const bool was =
-          std::any_of(state.assessment.suppressions.begin(), state.assessment.suppressions.end(),
-                      [&](const Suppression& old) {
-                        return old.suppressor == s.suppressor &&
-                               old.declaration_id == s.declaration_id && old.hidden == s.hidden;
-                      });
-      if (changed && !was) {
-        spdlog::warn(
-            "cluster={} msg=\"finding suppressed\" hidden={} suppressor={} kind={} "
-            "declaration={} reason=\"{}\" expires={}",
-            spec.name, s.hidden, s.suppressor, s.kind, s.declaration_id, LogfmtEscape(s.reason),
-            FormatRfc3339(s.expires));
-      }
-    }
-    if (!state.has_round || assessment.verdict != state.assessment.verdict) {
-      state.verdict_since = round_end_wall;
-      state.verdict_rounds = 0;
-      spdlog::log(
-          assessment.verdict == Verdict::kHealthy ? spdlog::level::info : spdlog::level::warn,
-          "cluster={} verdict={} lineage={} summary=\"{}\"", spec.name,
-          VerdictName(assessment.verdict), assessment.lineage, assessment.summary);
-    }
-    ++state.verdict_rounds;
-    if (assessment.verdict == Verdict::kSplitBrain) {
-      if (!state.split_brain_open) state.split_brain_opened_at = round_end_wall;
-      state.split_brain_open = true;
-    } else if (assessment.unreadable.empty() && assessment.writable.size() <= 1) {
-      state.split_brain_open = false;
-    }
-    state.assessment = std::move(assessment);
-    state.last_round = std::move(round);
-    UpdateForks(active, round_end_wall);
-    const bool undeclared_fork =
-        std::any_of(state.forks.begin(), state.forks.end(),
-                    [](const LineageFork& f) { return !f.declared_by.has_value(); });
-    state.fork_rounds = undeclared_fork ? state.fork_rounds + 1 : 0;
-    state.has_round = true;
-    ++state.rounds;
-    state.last_round_start = round_start_wall;
-    state.last_round_end = round_end_wall;
-    state.last_round_seconds =
-        std::chrono::duration<double>(SteadyClock::now() - round_start).count();
-    listener = listener_;
-    if (listener) snapshot = state;
   }
-  if (dcs != nullptr) {
-    if (const DcsView* view = std::get_if<DcsView>(dcs)) AdoptDcsMembers(cluster, *view);
+  ApplySuppressors(SuppressionInput{spec, round, state.history, active, transition, times.end_wall},
+                   assessment);
+  if (confirmation.candidate) {
+    ++(confirmation.confirmed ? state.confirmations_accepted : state.confirmations_rejected);
   }
-  if (listener) listener(snapshot);
+  if (transition) RecordTransition(state, *transition, times.end_wall);
+  LogNewSuppressions(spec, state.assessment, assessment);
+  RecordVerdict(state, std::move(assessment), times.end_wall);
+  state.last_round = std::move(round);
+  UpdateForks(active, times.end_wall);
+  const bool undeclared_fork =
+      std::any_of(state.forks.begin(), state.forks.end(),
+                  [](const LineageFork& f) { return !f.declared_by.has_value(); });
+  state.fork_rounds = undeclared_fork ? state.fork_rounds + 1 : 0;
+  state.has_round = true;
+  ++state.rounds;
+  state.last_round_start = times.start_wall;
+  state.last_round_end = times.end_wall;
+  state.last_round_seconds =
+      std::chrono::duration<double>(SteadyClock::now() - times.start).count();
+  if (listener_) snapshot = state;
+  return listener_;
 }
 
 void Scheduler::UpdateForks(const std::vector<Declaration>& active, WallClock::time_point now) {
@@ -633,7 +701,7 @@ void Scheduler::AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view) {
       if (!slot.rest && !registered.api_url.empty()) {
         std::lock_guard<std::mutex> lock(mu_);
         known->patroni_url = UrlBase(registered.api_url);
-        slot.rest = std::make_unique<PatroniRestProbe>(known->patroni_url);
+        slot.rest = factories_.managers(spec, *known);
       }
       continue;
     }

@@ -27,6 +27,29 @@ using ProbeFactory =
 /// The default factory: a PostgresProbe with the cluster's probe timeout.
 ProbeFactory PostgresProbeFactory();
 
+/// Builds the lock store of a cluster, or nullptr when its kind keeps no lock record (plain
+/// PostgreSQL); the scheduler owns what it returns.
+using LockStoreFactory = std::function<std::unique_ptr<LockStore>(const ClusterSpec&)>;
+
+/// The default factory: etcd (EtcdScopeProbe) for Patroni clusters, none for the others.
+LockStoreFactory EtcdLockStoreFactory();
+
+/// Builds the manager probe of one member, or nullptr when it has none (no REST URL known);
+/// called again when discovery learns a configured member's URL. The scheduler owns it.
+using ManagerProbeFactory =
+    std::function<std::unique_ptr<ManagerProbe>(const ClusterSpec&, const MemberSpec&)>;
+
+/// The default factory: Patroni's REST API at the member's patroni_url, when it has one.
+ManagerProbeFactory PatroniManagerProbeFactory();
+
+/// How the scheduler builds every reading of a cluster: the built-in kinds by default, fakes
+/// in tests. Plain value type.
+struct ProbeFactories {
+  ProbeFactory members = PostgresProbeFactory();
+  LockStoreFactory lock_stores = EtcdLockStoreFactory();
+  ManagerProbeFactory managers = PatroniManagerProbeFactory();
+};
+
 /// Counters kept per member; monotonic for the life of the scheduler.
 struct MemberCounters {
   std::uint64_t probes = 0;
@@ -130,7 +153,7 @@ class Scheduler {
   /// Called after every round with the cluster's fresh snapshot, on the cluster's thread.
   using RoundListener = std::function<void(const ClusterSnapshot&)>;
 
-  explicit Scheduler(const ValidatedConfig& config, ProbeFactory factory = PostgresProbeFactory());
+  explicit Scheduler(const ValidatedConfig& config, ProbeFactories factories = ProbeFactories());
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -169,13 +192,44 @@ class Scheduler {
     std::optional<DcsResult> dcs;
   };
 
+  /// What confirmation found: whether the round raised a candidate, whether the re-probe
+  /// confirmed it, and, when it did not, the switchover or failover that explains it.
+  struct Confirmation {
+    bool candidate = false;
+    bool confirmed = false;
+    std::optional<TransitionEvidence> transition;
+  };
+  /// When a round started (both clocks) and when its readings were all in.
+  struct RoundTimes {
+    WallClock::time_point start_wall;
+    SteadyClock::time_point start;
+    WallClock::time_point end_wall;
+  };
+
   void ClusterLoop(ClusterRuntime& cluster);
+  /// One round: probe every member and the lock store, confirm a candidate, record the
+  /// verdict, adopt the members the lock record lists, and tell the listener.
   void RunRound(ClusterRuntime& cluster);
   /// Probes the given members (and, outside confirmation, their REST APIs and the lock
   /// store) concurrently under one deadline. A confirmation re-probe reads PostgreSQL only,
   /// and sends the readings together through a start gate.
   RoundReadings ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& member_indexes,
                            bool confirmation);
+  /// The lineage the cluster's history would give once this round is folded in.
+  std::string PreviewLineage(ClusterRuntime& cluster, const RoundReadings& readings,
+                             WallClock::time_point at);
+  /// Re-probes, together, the members of `lineage` seen writable when there are two or more;
+  /// their fresher readings (and a readable lock record) replace the round's.
+  Confirmation ConfirmRound(ClusterRuntime& cluster, RoundReadings& readings,
+                            const std::string& lineage);
+  /// The declarations in force at `at`, from the source (outside the lock: it may read files).
+  std::vector<Declaration> ActiveDeclarations(WallClock::time_point at);
+  /// Folds the round into the cluster's state under the lock: histories, counters, the lock
+  /// record, the verdict with its suppressions, transitions and forks. Returns the listener
+  /// to call, with `snapshot` copied under the same lock; empty when there is none.
+  RoundListener RecordRound(ClusterRuntime& cluster, RoundReadings& readings,
+                            Confirmation confirmation, const std::vector<Declaration>& active,
+                            const RoundTimes& times, ClusterSnapshot& snapshot);
   /// Runs `call` on the executor unless the previous call guarded by `busy` still runs.
   /// A call that throws answers `failed(failure)` instead, and is counted.
   template <typename T>
@@ -194,7 +248,7 @@ class Scheduler {
   /// Recomputes every cluster's lineage forks from their latest rounds. Requires mu_.
   void UpdateForks(const std::vector<Declaration>& active, WallClock::time_point now);
 
-  ProbeFactory factory_;
+  ProbeFactories factories_;
 
   std::vector<std::unique_ptr<ClusterRuntime>> clusters_;
   mutable std::mutex mu_;  // guards every ClusterRuntime::state

@@ -1,0 +1,506 @@
+// The engine (Scheduler) driven through its interfaces: member probes and lock stores are
+// in-process fakes that answer from a script, so each scenario is exact and needs no server.
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include "detector/config/config.h"
+#include "detector/engine/scheduler.h"
+#include "tests/support/process.h"
+
+namespace sbd {
+namespace {
+
+using std::chrono::milliseconds;
+
+const std::string kLineage = "7000000000000000001";
+const std::string kOther = "7000000000000000002";
+
+// One scripted answer of a fake member.
+struct Answer {
+  bool writable = false;
+  std::string lineage = kLineage;
+  std::int64_t timeline = 1;
+  int backend_pid = 100;                      // the same pid on two answers means the same session
+  std::optional<ProbeFailureReason> failure;  // fail with this instead of reading
+  bool hang = false;                          // block until released, past any deadline
+  milliseconds shift{0};                      // move the reading's window into the past
+};
+
+Answer Primary(std::int64_t timeline = 1) {
+  Answer a;
+  a.writable = true;
+  a.timeline = timeline;
+  return a;
+}
+
+Answer Replica(std::int64_t timeline = 1) {
+  Answer a;
+  a.timeline = timeline;
+  return a;
+}
+
+// A member the test scripts: each probe takes the next answer, and the last one repeats.
+// Thread-safe: probes run on the executor's threads while the test reads the counts.
+class FakeMember {
+ public:
+  void Script(std::vector<Answer> answers) {
+    std::lock_guard<std::mutex> lock(mu_);
+    script_.assign(answers.begin(), answers.end());
+  }
+  int calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+  // Probes that came through a start gate: the confirmation re-probes.
+  int gated_calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return gated_calls_;
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  Observation Probe(const std::string& name, SteadyClock::time_point deadline, StartGate* gate) {
+    const Answer answer = Next(gate != nullptr);
+    Observation obs;
+    obs.member = name;
+    obs.window.sent_wall = WallClock::now() - answer.shift;
+    obs.window.sent = SteadyClock::now();
+    if (answer.hang) {
+      if (gate) gate->Arrive();
+      std::unique_lock<std::mutex> lock(mu_);
+      // Capped, so that a test that forgot to release still ends.
+      cv_.wait_for(lock, std::chrono::seconds(10), [this] { return released_; });
+    } else if (gate) {
+      // Sent before and received after every party arrived: the windows share that instant.
+      gate->ArriveAndWait(deadline);
+    }
+    obs.window.received = SteadyClock::now();
+    obs.window.sent -= answer.shift;
+    obs.window.received -= answer.shift;
+    if (answer.failure) {
+      obs.result = ProbeFailure{*answer.failure, "scripted failure"};
+      return obs;
+    }
+    PostgresReading r;
+    r.in_recovery = !answer.writable;
+    r.read_only = false;
+    r.system_identifier = answer.lineage;
+    r.timeline = answer.timeline;
+    r.backend_pid = answer.backend_pid;
+    r.postmaster_start = "2026-11-30T00:00:00Z";
+    r.server_version = 150000;
+    obs.result = r;
+    return obs;
+  }
+
+ private:
+  Answer Next(bool gated) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++calls_;
+    if (gated) ++gated_calls_;
+    Answer answer = script_.empty() ? Replica() : script_.front();
+    if (script_.size() > 1) script_.pop_front();
+    return answer;
+  }
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Answer> script_;
+  int calls_ = 0;
+  int gated_calls_ = 0;
+  bool released_ = false;
+};
+
+class FakeProbe : public MemberProbe {
+ public:
+  FakeProbe(std::shared_ptr<FakeMember> member, std::string name)
+      : member_(std::move(member)), name_(std::move(name)) {}
+  Observation Probe(SteadyClock::time_point deadline, StartGate* gate) override {
+    return member_->Probe(name_, deadline, gate);
+  }
+
+ private:
+  std::shared_ptr<FakeMember> member_;
+  std::string name_;
+};
+
+// The record a fake lock store answers with; the test changes it between rounds. Thread-safe.
+class FakeRecord {
+ public:
+  void Set(DcsView view) {
+    std::lock_guard<std::mutex> lock(mu_);
+    view_ = std::move(view);
+  }
+  DcsView Get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++reads_;
+    return view_;
+  }
+  int reads() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reads_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  DcsView view_;
+  int reads_ = 0;
+};
+
+class FakeLockStore : public LockStore {
+ public:
+  explicit FakeLockStore(std::shared_ptr<FakeRecord> record) : record_(std::move(record)) {}
+  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point) override {
+    return record_->Get();
+  }
+
+ private:
+  std::shared_ptr<FakeRecord> record_;
+};
+
+// Every fake a scheduler is built with: members by name (made on first use), one lock record
+// for every Patroni cluster, and the names the member factory was asked for. Thread-safe.
+class FakeWorld {
+ public:
+  std::shared_ptr<FakeMember> Member(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& member = members_[name];
+    if (!member) member = std::make_shared<FakeMember>();
+    return member;
+  }
+  std::shared_ptr<FakeRecord> record() const { return record_; }
+  std::vector<std::string> built() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return built_;
+  }
+  void ReleaseAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [name, member] : members_) member->Release();
+  }
+
+  ProbeFactories Factories() {
+    ProbeFactories factories;
+    factories.members = [this](const ClusterSpec&, const MemberSpec& member) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        built_.push_back(member.name);
+      }
+      return std::make_unique<FakeProbe>(Member(member.name), member.name);
+    };
+    factories.lock_stores = [this](const ClusterSpec& spec) -> std::unique_ptr<LockStore> {
+      if (spec.kind != ClusterKind::kPatroni) return nullptr;
+      return std::make_unique<FakeLockStore>(record_);
+    };
+    factories.managers = [](const ClusterSpec&, const MemberSpec&) { return nullptr; };
+    return factories;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<FakeMember>> members_;
+  std::vector<std::string> built_;
+  std::shared_ptr<FakeRecord> record_ = std::make_shared<FakeRecord>();
+};
+
+// Releases every hung fake before the scheduler (declared earlier) joins its threads.
+struct ReleaseOnExit {
+  FakeWorld& world;
+  ~ReleaseOnExit() { world.ReleaseAll(); }
+};
+
+ValidatedConfig MustParse(const std::string& yaml) {
+  ConfigResult result = ParseConfig(yaml, "engine.yml");
+  if (auto* errors = std::get_if<std::vector<ConfigError>>(&result)) {
+    FAIL("config rejected: " << errors->front().ToString());
+  }
+  return std::get<ValidatedConfig>(std::move(result));
+}
+
+std::string MembersYaml(const std::vector<std::string>& names) {
+  std::ostringstream out;
+  out << "    members:\n";
+  for (const auto& name : names) {
+    out << "      - name: " << name << "\n        dsn: \"host=127.0.0.1 port=1 user=x\"\n";
+  }
+  return out.str();
+}
+
+// A plain PostgreSQL cluster "orders" (no lock store).
+ValidatedConfig PostgresCluster(const std::vector<std::string>& names) {
+  return MustParse(
+      "clusters:\n  - name: orders\n    ttl: 3s\n    probe_interval: 500ms\n"
+      "    probe_timeout: 300ms\n" +
+      MembersYaml(names));
+}
+
+// A Patroni cluster "orders" whose lock record is the fake's; `extra` adds settings.
+ValidatedConfig PatroniCluster(const std::vector<std::string>& names, const std::string& extra) {
+  return MustParse(
+      "clusters:\n  - name: orders\n    kind: patroni\n"
+      "    etcd:\n      endpoints: [\"http://127.0.0.1:1\"]\n" +
+      extra + MembersYaml(names));
+}
+
+DcsView Record(const std::string& holder, std::vector<std::string> registered = {}) {
+  DcsView view;
+  view.holder = holder;
+  view.initialize = kLineage;
+  for (size_t i = 0; i < registered.size(); ++i) {
+    DcsMember member;
+    member.name = registered[i];
+    member.conn_url = "postgres://x@10.0.0." + std::to_string(i + 1) + ":5432/postgres";
+    view.members.push_back(member);
+  }
+  return view;
+}
+
+ClusterSnapshot Only(const Scheduler& scheduler) { return scheduler.Snapshot().front(); }
+
+std::vector<std::string> MemberNames(const ClusterSnapshot& c) {
+  std::vector<std::string> names;
+  for (const auto& m : c.spec.members) names.push_back(m.name);
+  return names;
+}
+
+const Observation& Find(const ClusterSnapshot& c, const std::string& member) {
+  for (const auto& obs : c.last_round) {
+    if (obs.member == member) return obs;
+  }
+  FAIL("no observation of " << member);
+  throw std::logic_error("unreachable");
+}
+
+}  // namespace
+
+TEST_CASE("engine: two writable members of one lineage are a split brain once re-probed",
+          "[engine]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  world.Member("b")->Script({Primary()});
+  Scheduler scheduler(PostgresCluster({"a", "b"}), world.Factories());
+  scheduler.RunOnce();
+  const ClusterSnapshot c = Only(scheduler);
+  INFO(c.assessment.summary);
+  CHECK(c.assessment.verdict == Verdict::kSplitBrain);
+  CHECK(c.assessment.writable == std::vector<std::string>{"a", "b"});
+  CHECK(c.confirmations_accepted == 1);
+  CHECK(c.split_brain_open);
+  // The candidate was re-probed, concurrently through a start gate, before it was believed.
+  for (const char* name : {"a", "b"}) {
+    CHECK(world.Member(name)->calls() == 2);
+    CHECK(world.Member(name)->gated_calls() == 1);
+  }
+}
+
+TEST_CASE("engine: a candidate whose re-probe reads not writable is no split brain", "[engine]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  world.Member("b")->Script({Primary(), Replica()});
+  Scheduler scheduler(PostgresCluster({"a", "b"}), world.Factories());
+  scheduler.RunOnce();
+  const ClusterSnapshot c = Only(scheduler);
+  INFO(c.assessment.summary);
+  CHECK(c.assessment.verdict != Verdict::kSplitBrain);
+  CHECK(c.assessment.writable == std::vector<std::string>{"a"});
+  CHECK(c.confirmations_rejected == 1);
+  CHECK(c.confirmations_accepted == 0);
+  CHECK_FALSE(c.split_brain_open);
+  // The re-probe replaced the first reading: b is a replica in the round kept.
+  REQUIRE(Find(c, "b").ok());
+  CHECK(Find(c, "b").reading()->in_recovery);
+}
+
+TEST_CASE("engine: writable re-probes that do not overlap in time stay suspected", "[engine]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  // b's re-probe reads writable, but on a new session and at an instant long before a's.
+  Answer stale = Primary();
+  stale.backend_pid = 200;
+  stale.shift = std::chrono::seconds(10);
+  world.Member("b")->Script({Primary(), stale});
+  Scheduler scheduler(PostgresCluster({"a", "b"}), world.Factories());
+  scheduler.RunOnce();
+  const ClusterSnapshot c = Only(scheduler);
+  INFO(c.assessment.summary);
+  CHECK(c.assessment.verdict == Verdict::kSuspected);
+  CHECK(c.confirmations_rejected == 1);
+  CHECK_FALSE(c.split_brain_open);
+}
+
+TEST_CASE("engine: a writable member of another system identifier is drift, not split brain",
+          "[engine]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  world.Member("b")->Script({Replica()});
+  Answer stranger = Primary();
+  stranger.lineage = kOther;
+  world.Member("c")->Script({stranger});
+  Scheduler scheduler(PostgresCluster({"a", "b", "c"}), world.Factories());
+  scheduler.RunOnce();
+  const ClusterSnapshot c = Only(scheduler);
+  INFO(c.assessment.summary);
+  CHECK(c.assessment.verdict == Verdict::kDrift);
+  CHECK(c.assessment.lineage == kLineage);
+  CHECK(c.assessment.drift == std::vector<std::string>{"c"});
+  CHECK(c.assessment.writable == std::vector<std::string>{"a"});
+  // One writable member per lineage is no candidate: nobody was re-probed.
+  CHECK(c.confirmations_accepted + c.confirmations_rejected == 0);
+  CHECK(world.Member("c")->calls() == 1);
+}
+
+TEST_CASE("engine: a member that answers past its deadline is unreadable, never healthy",
+          "[engine]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  Answer frozen = Replica();
+  frozen.hang = true;
+  world.Member("b")->Script({frozen});
+  Scheduler scheduler(PostgresCluster({"a", "b"}), world.Factories());
+  ReleaseOnExit release{world};
+  const auto start = SteadyClock::now();
+  scheduler.RunOnce();
+  const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  const ClusterSnapshot c = Only(scheduler);
+  INFO(c.assessment.summary);
+  CHECK(c.assessment.verdict == Verdict::kUnknown);
+  CHECK(c.assessment.unreadable == std::vector<std::string>{"b"});
+  REQUIRE(Find(c, "b").failure() != nullptr);
+  CHECK(Find(c, "b").failure()->reason == ProbeFailureReason::kTimeout);
+  CHECK(c.counters.at("b").failures_by_reason.at("timeout") == 1);
+  // The round ended at the 300 ms deadline (plus a short grace), not when b answered.
+  CHECK(seconds < 1.5);
+
+  // Still blocked next round: it is not called again, and stays unreadable.
+  scheduler.RunOnce();
+  const ClusterSnapshot next = Only(scheduler);
+  CHECK(next.assessment.verdict == Verdict::kUnknown);
+  CHECK(Find(next, "b").failure()->message == "previous probe still running");
+  CHECK(world.Member("b")->calls() == 1);
+}
+
+TEST_CASE("engine: a Patroni cluster without a ttl takes its round interval from the record",
+          "[engine]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  DcsView record = Record("a");
+  record.config_ttl = 6;
+  world.record()->Set(record);
+  Scheduler scheduler(PatroniCluster({"a"}, ""), world.Factories());
+  REQUIRE(Only(scheduler).spec.probe_interval == milliseconds(3000));  // ttl 30s by default
+  scheduler.Start();
+  // ttl 6s puts the interval at 600 ms: three rounds long before the old 3 s interval ends.
+  const bool cadence = sbd::testing::WaitFor([&] { return Only(scheduler).rounds >= 3; },
+                                             milliseconds(2800), milliseconds(20));
+  scheduler.Stop();
+  CHECK(cadence);
+  const ClusterSnapshot c = Only(scheduler);
+  CHECK(c.rounds >= 3);
+  CHECK(c.spec.ttl == milliseconds(6000));
+  CHECK(c.spec.probe_interval == milliseconds(600));
+  CHECK(c.spec.probe_timeout == milliseconds(600));
+  CHECK(c.assessment.verdict == Verdict::kHealthy);
+}
+
+TEST_CASE("engine: an explicit ttl is kept whatever the record says", "[engine]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  DcsView record = Record("a");
+  record.config_ttl = 6;
+  world.record()->Set(record);
+  Scheduler scheduler(PatroniCluster({"a"}, "    ttl: 30s\n"), world.Factories());
+  scheduler.RunOnce();
+  const ClusterSnapshot c = Only(scheduler);
+  CHECK(c.spec.ttl == milliseconds(30000));
+  CHECK(c.spec.probe_interval == milliseconds(3000));
+  CHECK(world.record()->reads() == 1);
+}
+
+TEST_CASE("engine: members registered in the lock record are probed from the next round on",
+          "[engine]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  world.record()->Set(Record("a", {"a", "d1", "d2", "d3"}));
+  Scheduler scheduler(
+      PatroniCluster({"a"},
+                     "    discover: true\n    discovery:\n      dsn: \"user=x dbname=postgres\"\n"
+                     "      max_members: 2\n"),
+      world.Factories());
+  scheduler.RunOnce();
+  const ClusterSnapshot first = Only(scheduler);
+  CHECK(MemberNames(first) == std::vector<std::string>{"a", "d1", "d2"});
+  CHECK(first.discovery_rejected == std::vector<std::string>{"d3"});
+  CHECK(first.spec.members[1].discovered);
+  CHECK(first.spec.members[1].address == "10.0.0.2:5432");
+  CHECK(world.Member("d1")->calls() == 0);  // adopted after this round's probes
+
+  scheduler.RunOnce();
+  const ClusterSnapshot second = Only(scheduler);
+  CHECK(world.Member("d1")->calls() == 1);
+  CHECK(world.Member("d2")->calls() == 1);
+  CHECK(second.last_round.size() == 3);
+  // Over the cap: never even built, so never probed.
+  const auto built = world.built();
+  CHECK(std::find(built.begin(), built.end(), "d3") == built.end());
+  CHECK(second.assessment.verdict == Verdict::kHealthy);
+}
+
+TEST_CASE("engine: a failover between rounds is a transition, not a split brain", "[engine]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary(1), Replica(2)});
+  world.Member("b")->Script({Replica(1), Primary(2)});
+  world.record()->Set(Record("a"));
+  Scheduler scheduler(PatroniCluster({"a", "b"}, ""), world.Factories());
+  scheduler.RunOnce();
+  REQUIRE(Only(scheduler).last_primary == "a");
+
+  world.record()->Set(Record("b"));
+  scheduler.RunOnce();
+  const ClusterSnapshot c = Only(scheduler);
+  INFO(c.assessment.summary);
+  CHECK(c.assessment.verdict == Verdict::kHealthy);
+  CHECK(c.assessment.lock_holder == "b");
+  CHECK(c.last_primary == "b");
+  CHECK(c.transitions == 1);
+  REQUIRE(c.last_transition.has_value());
+  CHECK(c.last_transition->summary.find("primary moved from a") != std::string::npos);
+  CHECK_FALSE(c.split_brain_open);
+}
+
+TEST_CASE("engine: a failover caught with both writable is a transition once re-probed",
+          "[engine]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary(1), Primary(1), Replica(2)});
+  world.Member("b")->Script({Replica(1), Primary(2)});
+  world.record()->Set(Record("a"));
+  Scheduler scheduler(PatroniCluster({"a", "b"}, ""), world.Factories());
+  scheduler.RunOnce();
+
+  // b took the lock and promoted; a reads writable once more, then demoted on the re-probe.
+  world.record()->Set(Record("b"));
+  scheduler.RunOnce();
+  const ClusterSnapshot c = Only(scheduler);
+  INFO(c.assessment.summary);
+  CHECK(c.assessment.verdict != Verdict::kSplitBrain);
+  CHECK(c.assessment.writable == std::vector<std::string>{"b"});
+  CHECK(c.confirmations_rejected == 1);
+  CHECK(c.transitions == 1);
+  REQUIRE(c.last_transition.has_value());
+  CHECK(c.last_transition->from_candidate);
+  CHECK(c.last_transition->summary.find("a demoted") != std::string::npos);
+  CHECK(c.last_primary == "b");
+  CHECK_FALSE(c.split_brain_open);
+  // The lock store was read again at confirmation.
+  CHECK(world.record()->reads() == 3);
+}
+
+}  // namespace sbd
