@@ -166,6 +166,15 @@ TEST_CASE("shard: two shards cover every cluster once and each pages its own spl
   for (auto& s : shards) s.process->Signal(SIGHUP);
   CHECK(WaitFor([&] { return covered_once({"orders", "payments", "inventory"}); }, seconds(20)));
 
+  // The check command probes only its shard's clusters too.
+  auto check = RunCommand({SBD_BINARY, "check", "--config.file=" + config, "--shard=0/2"}, false,
+                          seconds(60));
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+  CHECK(check.output.rfind("Shard 0/2: 1 of 3 configured clusters", 0) == 0);
+  CHECK(check.output.find("Cluster: payments") != std::string::npos);
+  CHECK(check.output.find("Cluster: orders") == std::string::npos);
+
   // A promoted replica while the old primary stays up, in one cluster of each shard: the
   // shard that holds it says split brain; the other never shows that cluster.
   orders_b.Promote();
