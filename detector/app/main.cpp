@@ -23,6 +23,7 @@
 #include "detector/output/alerts.h"
 #include "detector/output/exporter.h"
 #include "detector/output/metrics.h"
+#include "detector/output/shard.h"
 #include "detector/output/status.h"
 #include "suppressors/declaration_store.h"
 
@@ -51,6 +52,10 @@ flags:
   --web.runbooks-dir=DIR      runbooks served under /runbooks/ (default: the installed ones)
   --log.level=LEVEL           debug|info|warn|error (default info)
   --log.format=FORMAT         logfmt|json (default logfmt)
+  --shard=INDEX/TOTAL         hold only the clusters whose hashmod of the name (MD5, as
+                              Prometheus' relabel action) modulo TOTAL is INDEX; run TOTAL
+                              detectors with the same config, 0/TOTAL to TOTAL-1/TOTAL
+                              (default 0/1: every cluster)
   --version                   print the version and exit
 
 check exit codes: 0 every cluster healthy, 1 usage error, 2 config error, 8 suppressed,
@@ -66,6 +71,8 @@ struct Flags {
   std::string runbooks_dir;
   std::string log_level = "info";
   std::string log_format = "logfmt";
+  std::string shard_text = "0/1";
+  sbd::Shard shard;
   bool check_config = false;
   bool allow_unauthenticated_changes = false;
   bool log_level_given = false;
@@ -93,6 +100,7 @@ bool ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
       {"--web.runbooks-dir", &flags->runbooks_dir},
       {"--log.level", &flags->log_level},
       {"--log.format", &flags->log_format},
+      {"--shard", &flags->shard_text},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -138,6 +146,12 @@ bool ParseFlags(int argc, char** argv, Flags* flags, std::string* error) {
     *error = "--log.level must be debug, info, warn or error";
     return false;
   }
+  auto shard = sbd::ParseShard(flags->shard_text);
+  if (auto* why = std::get_if<std::string>(&shard)) {
+    *error = *why;
+    return false;
+  }
+  flags->shard = std::get<sbd::Shard>(shard);
   return true;
 }
 
@@ -170,14 +184,14 @@ double Now() {
   return std::chrono::duration<double>(sbd::WallClock::now().time_since_epoch()).count();
 }
 
-int RunCheck(const sbd::ValidatedConfig& config) {
+int RunCheck(const sbd::ValidatedConfig& config, const sbd::ShardStatus& shard) {
   sbd::DeclarationStore store(config.suppressions());
   sbd::Scheduler scheduler(config);
   scheduler.SetDeclarationSource([&](sbd::WallClock::time_point t) { return store.Active(t); });
   scheduler.RunOnce();
   const auto snapshot = scheduler.Snapshot();
   const sbd::DeclarationsView view = store.View();
-  std::cout << sbd::StatusText(snapshot, &view);
+  std::cout << shard.Text() << sbd::StatusText(snapshot, &view);
   // The worst verdict decides (healthy, suppressed, unknown, ... split_brain).
   sbd::Verdict worst = sbd::Verdict::kHealthy;
   for (const auto& cluster : snapshot) worst = std::max(worst, cluster.assessment.verdict);
@@ -256,7 +270,8 @@ std::unique_ptr<AlertPath> MakeAlertPath(const sbd::AlertingSpec& spec,
   return path;
 }
 
-int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
+int RunDetector(const Flags& flags, sbd::ValidatedConfig config,
+                const std::shared_ptr<sbd::ShardStatus>& shard_status) {
   sbd::WebConfig web;
   if (!flags.web_config_file.empty()) {
     auto loaded = sbd::LoadWebConfig(flags.web_config_file);
@@ -299,11 +314,14 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
                                                 : std::vector<sbd::AlertmanagerStats>{};
       },
       [&] { return store->View(); });
+  sources.metrics = sbd::WithShardMetrics(sources.metrics, shard_status);
   sources.status = [&](bool as_text) {
     const auto snapshot = current()->Snapshot();
     const sbd::DeclarationsView view = store->View();
-    return as_text ? sbd::StatusText(snapshot, &view)
-                   : sbd::StatusJson(snapshot, &view).dump(2) + "\n";
+    if (as_text) return shard_status->Text() + sbd::StatusText(snapshot, &view);
+    nlohmann::json status = sbd::StatusJson(snapshot, &view);
+    status["shard"] = shard_status->Json();
+    return status.dump(2) + "\n";
   };
   sources.list_declarations = [&]() -> sbd::Exporter::Sources::Answer {
     nlohmann::json list = nlohmann::json::array();
@@ -389,9 +407,9 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
   // Declarations kept as Alertmanager silences (read once already, when the store was made)
   // are re-read on a thread of their own, stopped before the store goes.
   sbd::SilenceRefresher silence_refresher(store);
-  spdlog::info("msg=\"started\" version={} listen_port={} tls={} clusters={}",
+  spdlog::info("msg=\"started\" version={} listen_port={} tls={} shard={} clusters={}",
                sbd::GetBuildInfo().version, exporter.port(), web.cert_file.empty() ? "off" : "on",
-               config.clusters().size());
+               shard_status->shard().ToString(), config.clusters().size());
 
   for (;;) {
     int signal = 0;
@@ -399,17 +417,20 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
     if (signal != SIGHUP) break;
     if (!flags.web_config_file.empty()) exporter.ReloadWebConfig(flags.web_config_file);
     reload_status.last_attempt_timestamp = Now();
-    auto reloaded = Load(flags.config_file);
-    if (!reloaded) {
+    auto loaded = Load(flags.config_file);
+    if (!loaded) {
       reload_status.last_successful = false;
       spdlog::error("msg=\"reload failed; keeping the last good config\" file={}",
                     flags.config_file);
       continue;
     }
-    auto next = std::make_shared<sbd::Scheduler>(*reloaded);
+    // From here on the config is this shard's share: clusters of other shards are not run,
+    // and those that left the share resolve their alerts.
+    const sbd::ValidatedConfig share = sbd::ShardShare(*loaded, shard_status->shard());
+    auto next = std::make_shared<sbd::Scheduler>(share);
     {
       std::lock_guard<std::mutex> lock(watch_mu);
-      watched = reloaded->watched_globs();
+      watched = share.watched_globs();
     }
     auto previous = current();
     previous->Stop();
@@ -421,11 +442,11 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
       // starts a new pusher (its alerts are re-sent at once).
       for (const auto& old : old_snapshot) {
         bool kept = false;
-        for (const auto& c : reloaded->clusters()) kept = kept || c.name == old.spec.name;
+        for (const auto& c : share.clusters()) kept = kept || c.name == old.spec.name;
         if (!kept && alert_path->pusher) alert_path->pusher->Update(old.spec.name, {});
       }
       const auto& was = alert_path->spec;
-      const auto& now = reloaded->alerting();
+      const auto& now = share.alerting();
       if (was.alertmanager_urls != now.alertmanager_urls || was.timeout != now.timeout ||
           was.resend_interval != now.resend_interval) {
         alert_path = MakeAlertPath(now, external_url);
@@ -440,12 +461,14 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config) {
       scheduler = next;
       // Reloaded in place, with the scheduler's swap: a DELETE or POST answered during the
       // reload is never undone by a store built from the files before it.
-      store->Reload(reloaded->suppressions());
+      store->Reload(share.suppressions());
     }
     next->Start();
+    shard_status->SetClusters(share.clusters().size(), loaded->clusters().size());
     reload_status.last_successful = true;
     reload_status.last_success_timestamp = Now();
-    spdlog::info("msg=\"config reloaded\" clusters={}", reloaded->clusters().size());
+    spdlog::info("msg=\"config reloaded\" clusters={} configured_clusters={}",
+                 share.clusters().size(), loaded->clusters().size());
   }
   spdlog::info("msg=\"stopping\"");
   {
@@ -481,10 +504,17 @@ int main(int argc, char** argv) {
   SetUpLogging(flags);
   auto config = Load(flags.config_file);
   if (!config) return kExitConfig;
+  auto shard_status = std::make_shared<sbd::ShardStatus>(flags.shard);
+  sbd::ValidatedConfig share = sbd::ShardShare(*config, flags.shard);
+  shard_status->SetClusters(share.clusters().size(), config->clusters().size());
   if (flags.check_config) {
-    std::cout << flags.config_file << ": ok, " << config->clusters().size() << " cluster(s)\n";
+    std::cout << flags.config_file << ": ok, " << config->clusters().size() << " cluster(s)";
+    if (flags.shard.total > 1) {
+      std::cout << ", " << share.clusters().size() << " in shard " << flags.shard.ToString();
+    }
+    std::cout << "\n";
     return 0;
   }
-  if (flags.command == "check") return RunCheck(*config);
-  return RunDetector(flags, std::move(*config));
+  if (flags.command == "check") return RunCheck(share, *shard_status);
+  return RunDetector(flags, std::move(share), shard_status);
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -147,6 +148,16 @@ class ValidatedConfig {
   const SuppressionsSpec& suppressions() const { return suppressions_; }
   /// Files whose change should reload the config: file_sd target files (globs expanded).
   const std::vector<std::string>& watched_globs() const { return watched_globs_; }
+  /// The same config holding only the clusters `keep` accepts, in order (one shard's share
+  /// of the fleet, detector/shard.h).
+  ValidatedConfig KeepingClusters(const std::function<bool(const ClusterSpec&)>& keep) const {
+    ValidatedConfig kept = *this;
+    kept.clusters_.clear();
+    for (const ClusterSpec& c : clusters_) {
+      if (keep(c)) kept.clusters_.push_back(c);
+    }
+    return kept;
+  }
 
  private:
   friend class ConfigParser;
