@@ -12,6 +12,7 @@
 #include "detector/common/internal_errors.h"
 #include "detector/common/logfmt.h"
 #include "detector/output/metrics.h"
+#include "detector/output/status_page.h"
 
 namespace sbd {
 namespace {
@@ -255,14 +256,11 @@ void Exporter::Route() {
     res.set_content(ready ? "Ready\n" : "Not ready: waiting for a first round of every cluster\n",
                     "text/plain");
   });
-  server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(
-        "<html><head><title>splitbrain-detector</title></head><body>"
-        "<h1>splitbrain-detector</h1><ul><li><a href=\"metrics\">metrics</a></li>"
-        "<li><a href=\"status?format=text\">status</a> (<a href=\"status\">json</a>)</li>"
-        "<li><a href=\"-/healthy\">healthy</a></li><li><a href=\"-/ready\">ready</a></li>"
-        "</ul></body></html>",
-        "text/html");
+  // The status page: the same data as /status, as HTML that needs no script and loads nothing.
+  server_->Get("/", [this](const httplib::Request&, httplib::Response& res) {
+    for (const auto& [name, value] : StatusPageHeaders()) res.set_header(name, value);
+    res.set_content(StatusHtmlFromJsonText(sources_.status(false), WallClock::now()),
+                    "text/html; charset=utf-8");
   });
 }
 
