@@ -22,6 +22,7 @@
 #include "detector/engine/scheduler.h"
 #include "detector/output/alerts.h"
 #include "detector/output/exporter.h"
+#include "detector/output/incident_log.h"
 #include "detector/output/metrics.h"
 #include "detector/output/shard.h"
 #include "detector/output/status.h"
@@ -191,7 +192,8 @@ int RunCheck(const sbd::ValidatedConfig& config, const sbd::ShardStatus& shard) 
   scheduler.RunOnce();
   const auto snapshot = scheduler.Snapshot();
   const sbd::DeclarationsView view = store.View();
-  std::cout << shard.Text() << sbd::StatusText(snapshot, &view);
+  std::cout << shard.Text() << sbd::StatusText(snapshot, &view)
+            << sbd::IncidentSummaryText(snapshot, config.incident_log());
   // The worst verdict decides (healthy, suppressed, unknown, ... split_brain).
   sbd::Verdict worst = sbd::Verdict::kHealthy;
   for (const auto& cluster : snapshot) worst = std::max(worst, cluster.assessment.verdict);
@@ -315,6 +317,14 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config,
       },
       [&] { return store->View(); });
   sources.metrics = sbd::WithShardMetrics(sources.metrics, shard_status);
+  // The incident log keeps the spec it starts with (a reload does not move its file).
+  const auto incidents = std::make_shared<sbd::IncidentLog>(config.incident_log());
+  incidents->SetClusters(config.clusters());
+  sources.metrics = sbd::WithIncidentLogMetrics(sources.metrics, incidents);
+  sources.list_incidents = [incidents](const std::multimap<std::string, std::string>& query) {
+    const auto [status, json] = incidents->HttpGet(query);
+    return sbd::Exporter::Sources::Answer{status, json};
+  };
   sources.status = [&](bool as_text) {
     const auto snapshot = current()->Snapshot();
     const sbd::DeclarationsView view = store->View();
@@ -371,6 +381,7 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config,
   alert_path = MakeAlertPath(config.alerting(), external_url);
   // A confirmed split brain is handed to the pusher in the round that confirms it.
   auto push = [&](const sbd::ClusterSnapshot& cluster) {
+    incidents->ObserveRound(cluster);
     std::lock_guard<std::mutex> lock(alert_mu);
     if (!alert_path->pusher) return;
     alert_path->pusher->Update(cluster.spec.name,
@@ -454,6 +465,7 @@ int RunDetector(const Flags& flags, sbd::ValidatedConfig config,
         alert_path = MakeAlertPath(now, external_url, std::move(alert_path->pusher));
       }
     }
+    incidents->SetClusters(share.clusters());
     next->SetRoundListener(push);
     next->SetDeclarationSource(declarations);
     {
