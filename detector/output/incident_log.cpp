@@ -392,7 +392,8 @@ nlohmann::json IncidentLog::Query(const IncidentQuery& query) const {
   bool truncated = false;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
-    if (query.since && it->time < *query.since) break;
+    // Not break: rounds of different clusters may land slightly out of time order.
+    if (query.since && it->time < *query.since) continue;
     if (!query.cluster.empty() && it->cluster != query.cluster) continue;
     if (events.size() == query.limit) {
       truncated = true;
