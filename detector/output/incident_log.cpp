@@ -365,6 +365,7 @@ void IncidentLog::CompactFile() {
     if (!out.good()) {
       spdlog::error("msg=\"cannot compact the incident log\" file={}", LogfmtEscape(temp));
       std::remove(temp.c_str());
+      file_lines_ = events_.size();  // see below
       return;
     }
   }
@@ -376,9 +377,9 @@ void IncidentLog::CompactFile() {
     spdlog::error("msg=\"cannot compact the incident log\" file={} error={}",
                   LogfmtEscape(spec_.file), LogfmtEscape(ec.message()));
     std::remove(temp.c_str());
-  } else {
-    file_lines_ = events_.size();
   }
+  // After a failure too: tried again once as many lines are dropped, not at every round.
+  file_lines_ = events_.size();
   file_.open(spec_.file, std::ios::app | std::ios::binary);
 }
 
