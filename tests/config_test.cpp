@@ -216,6 +216,22 @@ TEST_CASE("config: a discovering patroni cluster follows the DCS ttl", "[config]
   CHECK_FALSE(main.discovery.password_file);
 }
 
+TEST_CASE("config: incident_log defaults to memory only, 7d and 10000 events", "[config]") {
+  const sbd::IncidentLogSpec defaults =
+      Valid(sbd::LoadConfig(kDir + "valid-full.yml")).incident_log();
+  CHECK(defaults.file.empty());
+  CHECK(defaults.retention == Millis(7LL * 24 * 3600 * 1000));
+  CHECK(defaults.max_events == 10000);
+  const std::string yaml =
+      "incident_log:\n  file: /var/lib/sbd/incidents.jsonl\n  retention: 36h\n"
+      "  max_events: 500\nclusters:\n  - name: a\n    members:\n"
+      "      - {name: m, dsn: \"host=127.0.0.1\"}\n";
+  const sbd::IncidentLogSpec given = Valid(sbd::ParseConfig(yaml, "inline.yml")).incident_log();
+  CHECK(given.file == "/var/lib/sbd/incidents.jsonl");
+  CHECK(given.retention == Millis(36LL * 3600 * 1000));
+  CHECK(given.max_events == 500);
+}
+
 TEST_CASE("config: a patroni cluster with members and its own ttl", "[config]") {
   const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-patroni.yml")).clusters();
   const sbd::ClusterSpec& billing = clusters[1];
@@ -349,6 +365,11 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "https:// URL",
         "8:9: suppressions.alertmanager_silences.alertmanagers[1].url: required",
         "9:5: suppressions.alertmanager_silences.cache: unknown key"}},
+      {"invalid-incident-log.yml",
+       {"2:9: incident_log.file: expected a path",
+        "3:14: incident_log.retention: retention 10s is below the minimum 1m",
+        "4:15: incident_log.max_events: expected a whole number from 1 to 1000000",
+        "5:3: incident_log.keep: unknown key"}},
       {"invalid-alertmanager-silences-nowhere.yml",
        {"3:5: suppressions.alertmanager_silences: no Alertmanager to read silences from: list "
         "alertmanagers here or under alerting.alertmanagers",

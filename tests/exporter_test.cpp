@@ -230,6 +230,38 @@ TEST_CASE("exporter: with basic auth, a declaration's author is the authenticate
   exporter.Stop();
 }
 
+TEST_CASE("exporter: /api/v1/incidents takes its query and the same basic auth as /status",
+          "[exporter][auth]") {
+  WebConfig web;
+  web.basic_auth_users = {{"carol", Bcrypt("pw")}};
+  Exporter::Sources sources = Sources();
+  std::multimap<std::string, std::string> seen;
+  sources.list_incidents = [&seen](const std::multimap<std::string, std::string>& query) {
+    seen = query;
+    return Exporter::Sources::Answer{query.count("limit") ? 400 : 200, "{\"events\": []}"};
+  };
+  Exporter exporter(std::move(sources), web);
+  std::string error;
+  REQUIRE(exporter.Bind("127.0.0.1:0", &error));
+  exporter.Start();
+  httplib::Client client("127.0.0.1", exporter.port());
+  auto anonymous = client.Get("/api/v1/incidents");
+  REQUIRE(anonymous);
+  CHECK(anonymous->status == 401);
+  CHECK(seen.empty());
+  client.set_basic_auth("carol", "pw");
+  auto ok = client.Get("/api/v1/incidents?cluster=orders&since=2026-11-30T06%3A00%3A00Z");
+  REQUIRE(ok);
+  CHECK(ok->status == 200);
+  CHECK(ok->get_header_value("Content-Type") == "application/json");
+  CHECK(seen == std::multimap<std::string, std::string>{{"cluster", "orders"},
+                                                        {"since", "2026-11-30T06:00:00Z"}});
+  auto refused = client.Get("/api/v1/incidents?limit=x");
+  REQUIRE(refused);
+  CHECK(refused->status == 400);
+  exporter.Stop();
+}
+
 TEST_CASE("exporter: an unknown user costs as much as a known one with a wrong password",
           "[exporter][auth]") {
   BasicAuth auth({{"known", Bcrypt("right")}});

@@ -21,6 +21,7 @@
 #include "detector/engine/scheduler.h"
 #include "detector/output/alerts.h"
 #include "detector/output/exporter.h"
+#include "detector/output/incident_log.h"
 #include "detector/output/metrics.h"
 #include "detector/output/shard.h"
 #include "detector/output/status.h"
@@ -84,7 +85,8 @@ int RunCheck(const sbd::ValidatedConfig& config, const sbd::ShardStatus& shard) 
   scheduler.RunOnce();
   const auto snapshot = scheduler.Snapshot();
   const sbd::DeclarationsView view = store.View();
-  std::cout << shard.Text() << sbd::StatusText(snapshot, &view);
+  std::cout << shard.Text() << sbd::StatusText(snapshot, &view)
+            << sbd::IncidentSummaryText(snapshot, config.incident_log());
   // The worst verdict decides (healthy, suppressed, unknown, ... split_brain).
   sbd::Verdict worst = sbd::Verdict::kHealthy;
   for (const auto& cluster : snapshot) worst = std::max(worst, cluster.assessment.verdict);
@@ -148,6 +150,9 @@ struct DetectorState {
     reload_status.last_attempt_timestamp = Now();
     scheduler = std::make_shared<sbd::Scheduler>(config);
     store = std::make_shared<sbd::DeclarationStore>(config.suppressions());
+    // The incident log keeps the spec it starts with (a reload does not move its file).
+    incidents = std::make_shared<sbd::IncidentLog>(config.incident_log());
+    incidents->SetClusters(config.clusters());
   }
 
   std::shared_ptr<sbd::Scheduler> Current() {
@@ -157,6 +162,7 @@ struct DetectorState {
 
   // A confirmed split brain is handed to the pusher in the round that confirms it.
   void Push(const sbd::ClusterSnapshot& cluster) {
+    incidents->ObserveRound(cluster);
     std::lock_guard<std::mutex> lock(alert_mu);
     if (!alert_path->pusher) return;
     alert_path->pusher->Update(cluster.spec.name,
@@ -176,6 +182,8 @@ struct DetectorState {
   std::shared_ptr<sbd::Scheduler> scheduler;
   // One declaration store for the life of the process, reloaded in place (never swapped).
   std::shared_ptr<sbd::DeclarationStore> store;
+  // Every verdict and member state change, for /api/v1/incidents and `check`.
+  std::shared_ptr<sbd::IncidentLog> incidents;
   const std::shared_ptr<sbd::ShardStatus> shard_status;
   // Where alerts link to when the config names no external_url; set once the port is known.
   std::string external_url;
@@ -215,6 +223,12 @@ sbd::Exporter::Sources ExporterSources(const Flags& flags, DetectorState& state)
       },
       [&state] { return state.store->View(); });
   sources.metrics = sbd::WithShardMetrics(sources.metrics, state.shard_status);
+  sources.metrics = sbd::WithIncidentLogMetrics(sources.metrics, state.incidents);
+  sources.list_incidents =
+      [incidents = state.incidents](const std::multimap<std::string, std::string>& query) {
+        const auto [status, json] = incidents->HttpGet(query);
+        return sbd::Exporter::Sources::Answer{status, json};
+      };
   sources.status = [&state](bool as_text) {
     const auto snapshot = state.Current()->Snapshot();
     const sbd::DeclarationsView view = state.store->View();
@@ -288,6 +302,7 @@ void Reload(const Flags& flags, DetectorState& state, sbd::ConfigFileWatcher& wa
   const auto old_snapshot = previous->Snapshot();
   next->Inherit(old_snapshot);
   UpdateAlertPath(state, old_snapshot, share);
+  state.incidents->SetClusters(share.clusters());
   state.Attach(*next);
   {
     std::lock_guard<std::mutex> lock(state.scheduler_mu);

@@ -33,6 +33,8 @@ constexpr Millis kMinResendInterval{1000};
 constexpr Millis kMinAlertTimeout{1};
 constexpr Millis kMinSilenceRefresh{1000};
 constexpr Millis kMinSilenceTimeout{100};
+constexpr Millis kMinIncidentRetention{60000};
+constexpr int kMaxIncidentEvents = 1000000;
 constexpr const char* kPatroniOnly = "only valid for kind: patroni";
 constexpr const char* kNameHint = "expected a name of letters, digits, '_', '.' and '-'";
 constexpr const char* kUrlHint = "expected an http:// or https:// URL";
@@ -366,6 +368,7 @@ class ConfigParser {
     config.clusters_ = std::move(clusters_);
     config.alerting_ = std::move(alerting_);
     config.suppressions_ = std::move(suppressions_);
+    config.incident_log_ = std::move(incident_log_);
     config.watched_globs_ = std::move(watched_globs_);
     config.source_ = file_;
     return config;
@@ -566,11 +569,14 @@ class ConfigParser {
       return;
     }
     const std::optional<Fields> fields =
-        ReadMapping(root, "", {"clusters", "alerting", "suppressions"});
+        ReadMapping(root, "", {"clusters", "alerting", "suppressions", "incident_log"});
     if (!fields) return;
     if (const Entry* alerting = Optional(*fields, "alerting")) ParseAlerting(*alerting, "alerting");
     if (const Entry* suppressions = Optional(*fields, "suppressions")) {
       ParseSuppressions(*suppressions, "suppressions");
+    }
+    if (const Entry* incidents = Optional(*fields, "incident_log")) {
+      ParseIncidentLog(*incidents, "incident_log");
     }
     const Entry* clusters = Required(*fields, root, "", "clusters");
     if (!clusters || !NonEmptySequence(*clusters, "clusters", "cluster")) return;
@@ -1018,6 +1024,25 @@ class ConfigParser {
     }
   }
 
+  // ---- Incident log.
+
+  void ParseIncidentLog(const Entry& entry, const std::string& path) {
+    const std::optional<Fields> fields =
+        ReadMapping(entry, path, {"file", "retention", "max_events"});
+    if (!fields) return;
+    if (const Entry* file = Optional(*fields, "file")) {
+      std::optional<std::string> value = String(*file, Join(path, "file"));
+      if (value && value->empty()) AddError(file->Mark(), Join(path, "file"), "expected a path");
+      incident_log_.file = value.value_or("");
+    }
+    const Timing retention = Duration(*fields, path, "retention", kMinIncidentRetention);
+    if (retention.ok && retention.given) incident_log_.retention = *retention.given;
+    if (const Entry* max = Optional(*fields, "max_events")) {
+      incident_log_.max_events = Count(*max, Join(path, "max_events"), 1, kMaxIncidentEvents)
+                                     .value_or(incident_log_.max_events);
+    }
+  }
+
   // ---- Alerting.
 
   void ParseAlerting(const Entry& entry, const std::string& path) {
@@ -1117,6 +1142,7 @@ class ConfigParser {
   std::vector<ClusterSpec> clusters_;
   AlertingSpec alerting_;
   SuppressionsSpec suppressions_;
+  IncidentLogSpec incident_log_;
   std::vector<std::string> watched_globs_;
 };
 

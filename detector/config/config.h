@@ -138,6 +138,17 @@ struct SuppressionsSpec {
   AlertmanagerSilencesSpec alertmanager_silences;
 };
 
+/// The incident log (detector/output/incident_log.h): how long and how many verdict and member
+/// state changes it keeps, and the file that carries them across a restart. Plain value type.
+struct IncidentLogSpec {
+  /// JSON lines, appended and read back at start; empty keeps the log in memory only.
+  std::string file;
+  /// Events older than this are dropped (and compacted out of the file).
+  Millis retention{Millis(7LL * 24 * 3600 * 1000)};
+  /// At most this many events are kept; the oldest goes first, and each drop is counted.
+  int max_events = 10000;
+};
+
 /// A configuration that passed every check. The only config type the runtime accepts:
 /// it can only be produced by LoadConfig/ParseConfig, so validation cannot be skipped.
 class ValidatedConfig {
@@ -146,6 +157,7 @@ class ValidatedConfig {
   const std::string& source() const { return source_; }
   const AlertingSpec& alerting() const { return alerting_; }
   const SuppressionsSpec& suppressions() const { return suppressions_; }
+  const IncidentLogSpec& incident_log() const { return incident_log_; }
   /// Files whose change should reload the config: file_sd target files (globs expanded).
   const std::vector<std::string>& watched_globs() const { return watched_globs_; }
   /// The same config holding only the clusters `keep` accepts, in order (one shard's share
@@ -165,6 +177,7 @@ class ValidatedConfig {
   std::vector<ClusterSpec> clusters_;
   AlertingSpec alerting_;
   SuppressionsSpec suppressions_;
+  IncidentLogSpec incident_log_;
   std::vector<std::string> watched_globs_;
   std::string source_;
 };

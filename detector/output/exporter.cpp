@@ -242,6 +242,13 @@ void Exporter::Route() {
                       reply(res, sources_.remove_declaration(req.matches[1]));
                     });
   }
+  if (sources_.list_incidents) {
+    server_->Get("/api/v1/incidents", [this](const httplib::Request& req, httplib::Response& res) {
+      const Sources::Answer answer = sources_.list_incidents(req.params);
+      res.status = answer.status;
+      res.set_content(answer.json, "application/json");
+    });
+  }
   if (!sources_.runbooks_dir.empty()) {
     // The runbook_url of every alert resolves here, wherever the detector runs.
     server_->set_mount_point("/runbooks", sources_.runbooks_dir);

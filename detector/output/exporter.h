@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,7 +30,8 @@ struct ExporterOptions {
   ListenerLimits limits;
 };
 
-/// Serves /metrics, /status, /runbooks/, /-/healthy, /-/ready and the declarations API over
+/// Serves /metrics, /status, /runbooks/, /-/healthy, /-/ready, the declarations API and the
+/// incident log over
 /// HTTP or HTTPS, with optional basic auth. Every request is bounded (see ListenerLimits);
 /// changes through the API need an authenticated user unless explicitly opened. Thread-safe;
 /// owns a server thread, so neither copyable nor movable.
@@ -50,6 +52,9 @@ class Exporter {
     std::function<Answer()> list_declarations;
     std::function<Answer(const std::string& body)> add_declaration;
     std::function<Answer(const std::string& id)> remove_declaration;
+    /// GET /api/v1/incidents with its query parameters (cluster, since, limit). Absent when
+    /// not set.
+    std::function<Answer(const std::multimap<std::string, std::string>& query)> list_incidents;
   };
 
   Exporter(Sources sources, const WebConfig& web, ExporterOptions options = {});

@@ -1,0 +1,134 @@
+#pragma once
+
+#include <prometheus/collectable.h>
+
+#include <cstdint>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "detector/config/config.h"
+#include "detector/engine/scheduler.h"
+
+namespace sbd {
+
+/// Files larger than this are read from their last 16 MiB only (the newest events).
+constexpr std::uintmax_t kMaxIncidentFileBytes = 16u << 20;
+
+/// One recorded change of one cluster. Plain value type.
+struct IncidentEvent {
+  WallClock::time_point time;
+  std::string cluster;
+  /// verdict_changed | member_state_changed | split_brain_opened | split_brain_closed |
+  /// cluster_added | cluster_removed
+  std::string kind;
+  /// A JSON object: names, verdicts, states and reasons; never a DSN or a password.
+  nlohmann::json fields = nlohmann::json::object();
+};
+
+/// {"time": RFC 3339 UTC with milliseconds, "cluster", "kind", "fields"}.
+nlohmann::json IncidentEventJson(const IncidentEvent& event);
+
+/// What reading an incident log file found. Plain value type.
+struct IncidentFile {
+  std::vector<IncidentEvent> events;  ///< oldest first, none older than the retention
+  std::uint64_t skipped_lines = 0;    ///< corrupt, truncated, unknown or from the future
+  std::uint64_t expired = 0;          ///< well-formed but older than the retention
+  std::uint64_t lines = 0;            ///< every line read, kept or not
+  std::string error;                  ///< why the file could not be read ("" when it could)
+};
+
+/// Reads a JSON-lines incident file, at most its last `max_bytes`. Never throws: a line that is
+/// not an event this version wrote (bad JSON, unknown kind or version, a time more than a day
+/// after `now`) is skipped and counted. A missing file is empty, not an error. Thread-safe.
+IncidentFile ReadIncidentFile(const std::string& path, Millis retention, WallClock::time_point now,
+                              std::uintmax_t max_bytes = kMaxIncidentFileBytes);
+
+/// What GET /api/v1/incidents asks for.
+struct IncidentQuery {
+  std::string cluster;  ///< "" for every cluster
+  std::optional<WallClock::time_point> since;
+  size_t limit = 100;
+};
+
+/// Validates the query string (cluster, since as RFC 3339, limit from 1 to 1000; nothing else,
+/// each at most once); the reason when it is invalid. Pure.
+std::variant<IncidentQuery, std::string> ParseIncidentQuery(
+    const std::multimap<std::string, std::string>& params);
+
+/// Every verdict change and member state change per cluster, built by diffing the scheduler's
+/// snapshots round by round, kept for `retention` and at most `max_events` (the oldest dropped
+/// first and counted), and, with a file, appended to it as JSON lines and read back at start.
+/// The file is rewritten (temp file and rename) once dropped events make up half of it.
+/// Thread-safe: one mutex guards the events, the per-cluster memory and the file.
+class IncidentLog {
+ public:
+  /// Reads `spec.file` when set; an unreadable file is logged and the log starts empty.
+  explicit IncidentLog(IncidentLogSpec spec, WallClock::time_point now = WallClock::now(),
+                       std::uintmax_t max_file_bytes = kMaxIncidentFileBytes);
+  IncidentLog(const IncidentLog&) = delete;
+  IncidentLog& operator=(const IncidentLog&) = delete;
+
+  /// Folds one cluster's fresh round in (the scheduler's round listener): records what changed
+  /// since its previous round, or cluster_added for a cluster not seen before.
+  void ObserveRound(const ClusterSnapshot& cluster, WallClock::time_point now = WallClock::now());
+  /// Records cluster_removed for every cluster seen before and absent from `clusters` (at
+  /// start, for clusters only the file knew, and at every reload).
+  void SetClusters(const std::vector<ClusterSpec>& clusters,
+                   WallClock::time_point now = WallClock::now());
+  /// Every event kept, oldest first.
+  std::vector<IncidentEvent> Events() const;
+  /// The answer to GET /api/v1/incidents: newest first, at most `limit`, with the log's bounds.
+  nlohmann::json Query(const IncidentQuery& query) const;
+  /// GET /api/v1/incidents from its query parameters: 200 with Query(), or 400 with a reason.
+  std::pair<int, std::string> HttpGet(const std::multimap<std::string, std::string>& params) const;
+
+  std::uint64_t dropped() const;        ///< events dropped for the cap, since start
+  std::uint64_t skipped_lines() const;  ///< file lines skipped at start
+  size_t size() const;
+
+ private:
+  struct ClusterMemory {
+    std::string verdict;
+    bool split_brain_open = false;
+    std::map<std::string, std::string> members;  ///< member name -> state
+  };
+
+  void Restore(const IncidentEvent& event);
+  void Append(std::vector<IncidentEvent> events, WallClock::time_point now);
+  void Prune(WallClock::time_point now);
+  void AppendToFile(const std::vector<IncidentEvent>& events);
+  void CompactFile();
+
+  const IncidentLogSpec spec_;
+  mutable std::mutex mu_;
+  std::deque<IncidentEvent> events_;
+  std::map<std::string, ClusterMemory> clusters_;
+  std::uint64_t dropped_ = 0;
+  std::uint64_t skipped_lines_ = 0;
+  std::uint64_t file_lines_ = 0;  ///< lines in the file, kept or already dropped here
+  bool file_failing_ = false;     ///< logged once until a write succeeds again
+  std::ofstream file_;
+};
+
+/// `inner`'s metric families plus splitbrain_incident_log_events,
+/// splitbrain_incident_log_dropped_total and splitbrain_incident_log_skipped_lines_total.
+std::shared_ptr<prometheus::Collectable> WithIncidentLogMetrics(
+    std::shared_ptr<prometheus::Collectable> inner, std::shared_ptr<const IncidentLog> log);
+
+/// For `check` (one probe, no live history): the last `per_cluster` events of each cluster
+/// that is not healthy, read from the configured file; "none recorded" when there are none or
+/// no file is configured. "" when every cluster is healthy.
+std::string IncidentSummaryText(const std::vector<ClusterSnapshot>& clusters,
+                                const IncidentLogSpec& spec, size_t per_cluster = 5,
+                                WallClock::time_point now = WallClock::now());
+
+}  // namespace sbd
