@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "detector/common/internal_errors.h"
+#include "detector/common/json_text.h"
 #include "detector/common/logfmt.h"
 
 namespace sbd {
@@ -384,8 +385,7 @@ bool DeclarationStore::Persist(const std::vector<Declaration>& api, std::string*
     list.push_back(std::move(item));
   }
   // Every text was checked to be UTF-8 when parsed; `replace` keeps dump() from ever throwing.
-  const std::string text =
-      list.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string text = JsonText(list, 2) + "\n";
   return WriteAtomically(spec_.state_file, text, error);
 }
 

@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 
+#include "detector/common/json_text.h"
 #include "detector/output/exporter.h"
 #include "detector/output/metrics.h"
 #include "detector/output/status.h"
@@ -358,4 +359,29 @@ TEST_CASE("status page: served at / with a strict CSP, behind the same basic aut
   exporter.Stop();
 }
 
+}  // namespace sbd
+
+namespace sbd {
+namespace {
+
+TEST_CASE("status: invalid UTF-8 from the network renders as U+FFFD, never an error",
+          "[status_page]") {
+  const auto now = WallClock::now();
+  ClusterSnapshot c = Cluster("orders", Verdict::kUnknown, {"pg-a", "pg-b"}, now);
+  // A server's error text in another encoding, and a member name read from the DCS.
+  Observation failed = *c.history.members["pg-b"].last;
+  failed.result = ProbeFailure{ProbeFailureReason::kQuery, "FATAL: base \xe9tendue \xff"};
+  c.history.members["pg-b"].last = failed;
+  c.assessment.summary = "pg-b is unreadable: \xff\xfe";
+  const nlohmann::json status = StatusJson({c}, nullptr);
+  // nlohmann's default dump throws on these strings: that is what a 500 on /status was.
+  CHECK_THROWS(status.dump(2));
+  std::string text;
+  REQUIRE_NOTHROW(text = JsonText(status, 2));
+  CHECK(text.find("\xef\xbf\xbd") != std::string::npos);
+  CHECK(nlohmann::json::parse(text)["clusters"][0]["name"] == "orders");
+  REQUIRE_NOTHROW(StatusText({c}, nullptr));
+}
+
+}  // namespace
 }  // namespace sbd

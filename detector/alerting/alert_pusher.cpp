@@ -13,6 +13,7 @@
 
 #include "detector/common/alertmanager_url.h"
 #include "detector/common/internal_errors.h"
+#include "detector/common/json_text.h"
 
 namespace sbd {
 namespace {
@@ -239,7 +240,7 @@ class AlertPusher::Worker {
   static std::string Serialize(const Batch& batch) {
     nlohmann::json array = nlohmann::json::array();
     for (const auto& entry : batch) array.push_back(entry.second.body);
-    return array.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return JsonText(array);
   }
 
   bool PostOnce(const std::string& body, std::string* error) {
@@ -378,9 +379,7 @@ void AlertPusher::Update(const std::string& group, std::vector<Alert> firing) {
     for (const auto& label : alert.labels) valid = valid && ValidLabelName(label.first);
     if (!valid) {
       spdlog::error("msg=\"alert skipped: no labels or an invalid label name\" group={} labels={}",
-                    group,
-                    nlohmann::json(alert.labels)
-                        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+                    group, JsonText(nlohmann::json(alert.labels)));
       continue;
     }
     for (auto it = alert.annotations.begin(); it != alert.annotations.end();) {

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "detector/common/json_text.h"
 #include "detector/output/status.h"
 
 namespace sbd {
@@ -13,9 +14,7 @@ Exporter::Sources::Answer ErrorAnswer(int status, const std::vector<ConfigError>
   nlohmann::json list = nlohmann::json::array();
   for (const auto& e : errors) list.push_back(e.file.empty() ? e.message : e.ToString());
   // Errors may quote the request: never let invalid UTF-8 make the answer throw.
-  return {status, nlohmann::json{{"errors", list}}.dump(2, ' ', false,
-                                                        nlohmann::json::error_handler_t::replace) +
-                      "\n"};
+  return {status, JsonText(nlohmann::json{{"errors", list}}, 2) + "\n"};
 }
 
 // The HTTP status of a refused declaration change: the caller's fault, a conflict with what
@@ -40,7 +39,7 @@ void SetDeclarationsApi(std::shared_ptr<DeclarationStore> store, Exporter::Sourc
     nlohmann::json list = nlohmann::json::array();
     const auto now = WallClock::now();
     for (const auto& d : store->All()) list.push_back(DeclarationJson(d, now));
-    return {200, nlohmann::json{{"declarations", list}}.dump(2) + "\n"};
+    return {200, JsonText(nlohmann::json{{"declarations", list}}, 2) + "\n"};
   };
   sources->add_declaration = [store](const std::string& body) -> Exporter::Sources::Answer {
     StoreRefusal refusal = StoreRefusal::kNone;
@@ -48,13 +47,14 @@ void SetDeclarationsApi(std::shared_ptr<DeclarationStore> store, Exporter::Sourc
     if (auto* errors = std::get_if<std::vector<ConfigError>>(&added)) {
       return ErrorAnswer(RefusalStatus(refusal), *errors);
     }
-    return {201, DeclarationJson(std::get<Declaration>(added), WallClock::now()).dump(2) + "\n"};
+    return {201,
+            JsonText(DeclarationJson(std::get<Declaration>(added), WallClock::now()), 2) + "\n"};
   };
   sources->remove_declaration = [store](const std::string& id) -> Exporter::Sources::Answer {
     bool not_found = false;
     StoreRefusal refusal = StoreRefusal::kNone;
     const std::string why = store->Remove(id, &not_found, &refusal);
-    if (why.empty()) return {200, nlohmann::json{{"removed", id}}.dump() + "\n"};
+    if (why.empty()) return {200, JsonText(nlohmann::json{{"removed", id}}) + "\n"};
     return ErrorAnswer(RefusalStatus(refusal), {{"", 0, 0, "", why}});
   };
 }

@@ -17,6 +17,7 @@
 #include "detector/app/declarations_api.h"
 #include "detector/app/flags.h"
 #include "detector/common/build_info.h"
+#include "detector/common/json_text.h"
 #include "detector/config/config.h"
 #include "detector/engine/scheduler.h"
 #include "detector/output/alerts.h"
@@ -41,7 +42,7 @@ class JsonEscapedMessage : public spdlog::custom_flag_formatter {
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
     const std::string escaped =
-        nlohmann::json(std::string(msg.payload.data(), msg.payload.size())).dump();
+        sbd::JsonText(nlohmann::json(std::string(msg.payload.data(), msg.payload.size())));
     dest.append(escaped.data(), escaped.data() + escaped.size());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
@@ -235,7 +236,7 @@ sbd::Exporter::Sources ExporterSources(const Flags& flags, DetectorState& state)
     if (as_text) return state.shard_status->Text() + sbd::StatusText(snapshot, &view);
     nlohmann::json status = sbd::StatusJson(snapshot, &view);
     status["shard"] = state.shard_status->Json();
-    return status.dump(2) + "\n";
+    return sbd::JsonText(status, 2) + "\n";
   };
   sbd::SetDeclarationsApi(state.store, &sources);
   sources.ready = [&state] { return state.Current()->AllClustersHaveRun(); };

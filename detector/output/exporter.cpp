@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "detector/common/internal_errors.h"
+#include "detector/common/json_text.h"
 #include "detector/common/logfmt.h"
 #include "detector/output/metrics.h"
 #include "detector/output/status_page.h"
@@ -45,7 +46,7 @@ SSL_CTX* MakeTlsContext(const WebConfig& web, std::string* error) {
 
 void Refuse(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
-  res.set_content(nlohmann::json{{"error", message}}.dump() + "\n", "application/json");
+  res.set_content(JsonText(nlohmann::json{{"error", message}}) + "\n", "application/json");
 }
 
 bool IsChange(const std::string& method) {

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "detector/common/json_text.h"
 #include "detector/common/logfmt.h"
 #include "detector/config/declaration.h"
 #include "detector/output/status.h"
@@ -29,10 +30,8 @@ const std::set<std::string>& Kinds() {
   return kinds;
 }
 
-std::string Dump(const nlohmann::json& json) {
-  // Names from the DCS are untrusted: invalid UTF-8 must not make a write throw.
-  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+// Names from the DCS are untrusted: invalid UTF-8 must not make a write throw.
+std::string Dump(const nlohmann::json& json) { return JsonText(json); }
 
 // A string field of an object read from the file, "" when absent or of another type: the file
 // is untrusted, and nlohmann's value() would throw on a wrong type.
@@ -418,9 +417,7 @@ std::pair<int, std::string> IncidentLog::HttpGet(
   if (const std::string* error = std::get_if<std::string>(&query)) {
     return {400, Dump(nlohmann::json{{"error", *error}}) + "\n"};
   }
-  return {200, Query(std::get<IncidentQuery>(query))
-                       .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
-                   "\n"};
+  return {200, JsonText(Query(std::get<IncidentQuery>(query)), 2) + "\n"};
 }
 
 std::uint64_t IncidentLog::dropped() const {

@@ -5,6 +5,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include "detector/common/json_text.h"
+
 namespace sbd {
 namespace {
 
@@ -290,7 +292,7 @@ std::vector<std::vector<std::string>> MemberRows(const nlohmann::json& cluster) 
   for (const auto& m : cluster["members"]) {
     auto text = [&](const char* key) {
       if (!m.contains(key)) return std::string();
-      return m[key].is_string() ? m[key].get<std::string>() : m[key].dump();
+      return m[key].is_string() ? m[key].get<std::string>() : JsonText(m[key]);
     };
     std::string state = text("state");
     if (m.value("holds_lock", false)) state += " LEADER-KEY";
@@ -360,7 +362,7 @@ void SuppressionsText(const nlohmann::json& cluster, std::ostream& out) {
 void LineageForksText(const nlohmann::json& cluster, std::ostream& out) {
   for (const auto& f : cluster.value("lineage_forks", nlohmann::json::array())) {
     out << "  Lineage " << f["lineage"].get<std::string>() << " also writable in "
-        << f["with"].dump();
+        << JsonText(f["with"]);
     if (f.contains("declared_by")) {
       out << " (declared cutover " << f["declared_by"].get<std::string>() << ": "
           << f["reason"].get<std::string>() << ", until " << f["expires"].get<std::string>() << ")";

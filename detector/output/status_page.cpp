@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "detector/common/json_text.h"
 #include "detector/config/declaration.h"
 #include "detector/output/status.h"
 
@@ -61,7 +62,7 @@ const json& Array(const json& j, const char* key) {
 std::string Text(const json& value) {
   if (value.is_null()) return "";
   if (value.is_string()) return value.get<std::string>();
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+  return JsonText(value);
 }
 
 std::string Str(const json& j, const char* key) { return Text(Field(j, key)); }
