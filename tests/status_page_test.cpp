@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <regex>
 #include <set>
 
@@ -147,6 +148,26 @@ TEST_CASE("status page: every verdict shows as words and its name, with every me
   // Identity: the short system identifier with the whole on hover, the timeline.
   CHECK(html.find("<code title=\"7301234567890123456\">\u2026123456</code>") != std::string::npos);
   CheckWellFormed(html);
+}
+
+TEST_CASE("status page: a problem links to the runbook its alert names, one that exists",
+          "[status_page]") {
+  const auto now = WallClock::now();
+  const std::string html = StatusHtml({Cluster("orders", Verdict::kSplitBrain, {"m1", "m2"}, now),
+                                       Cluster("billing", Verdict::kHealthy, {"m1"}, now)},
+                                      nullptr, now);
+  CHECK(html.find("<a href=\"runbooks/split-brain.md\">") < ArticleOf(html, "billing"));
+  CHECK(Count(html, "href=\"runbooks/") == 1);  // a healthy cluster needs none
+  // Every runbook the page can link to ships in runbooks/.
+  for (Verdict v : AllVerdicts()) {
+    const std::string page = StatusHtml({Cluster("c", v, {"m1", "m2"}, now)}, nullptr, now);
+    const size_t at = page.find("href=\"runbooks/");
+    if (at == std::string::npos) continue;
+    const size_t start = at + std::string("href=\"runbooks/").size();
+    const std::string file = page.substr(start, page.find('"', start) - start);
+    INFO(file);
+    CHECK(std::ifstream(std::string(SBD_SOURCE_DIR) + "/runbooks/" + file).good());
+  }
 }
 
 TEST_CASE("status page: problems come first, worst first, and healthy clusters are folded",

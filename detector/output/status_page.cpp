@@ -119,19 +119,22 @@ struct VerdictLook {
   const char* label;
   const char* css;  // crit | warn | unk | info | ok
   const char* symbol;
-  int rank;  // 0 first
+  int rank;             // 0 first
+  const char* runbook;  // under /runbooks/, the one its alert links to; "" for none
 };
 
 VerdictLook LookOf(const std::string& verdict) {
-  if (verdict == "split_brain") return {"Split brain", "crit", "\u2716", 0};
-  if (verdict == "suspected") return {"Suspected split brain", "crit", "\u2716", 1};
-  if (verdict == "drift") return {"Lineage drift", "warn", "\u25B2", 2};
-  if (verdict == "no_primary") return {"No primary", "warn", "\u25B2", 3};
-  if (verdict == "unknown") return {"Unknown", "unk", "?", 4};
-  if (verdict == "pending") return {"Pending", "unk", "\u2026", 5};
-  if (verdict == "suppressed") return {"Suppressed", "info", "\u25CF", 6};
-  if (verdict == "healthy") return {"Healthy", "ok", "\u2714", 7};
-  return {"Unrecognised verdict", "unk", "?", 4};
+  if (verdict == "split_brain") return {"Split brain", "crit", "\u2716", 0, "split-brain.md"};
+  if (verdict == "suspected")
+    return {"Suspected split brain", "crit", "\u2716", 1, "split-brain-suspected.md"};
+  if (verdict == "drift") return {"Lineage drift", "warn", "\u25B2", 2, "inventory-drift.md"};
+  if (verdict == "no_primary") return {"No primary", "warn", "\u25B2", 3, ""};
+  if (verdict == "unknown") return {"Unknown", "unk", "?", 4, "member-probe-failing.md"};
+  if (verdict == "pending") return {"Pending", "unk", "\u2026", 5, ""};
+  if (verdict == "suppressed")
+    return {"Suppressed", "info", "\u25CF", 6, "split-brain-suppressed.md"};
+  if (verdict == "healthy") return {"Healthy", "ok", "\u2714", 7, ""};
+  return {"Unrecognised verdict", "unk", "?", 4, ""};
 }
 
 // The verdict badge: colour, symbol and words, then the machine name /status uses.
@@ -372,6 +375,10 @@ void ClusterArticle(const json& cluster, const json& status, int index, WallCloc
         << Esc(cluster, "lineage") << "</code>)</span>";
   }
   out << "</p>";
+  if (*LookOf(verdict).runbook != '\0') {
+    out << "<p class=\"runbook\">Runbook: <a href=\"runbooks/" << LookOf(verdict).runbook << "\">"
+        << LookOf(verdict).runbook << "</a></p>";
+  }
   ClusterNotes(cluster, out);
   if (Field(cluster, "lock").is_object()) LockLine(Field(cluster, "lock"), now, out);
   MemberTable(cluster, now, out);
