@@ -503,4 +503,20 @@ TEST_CASE("engine: a failover caught with both writable is a transition once re-
   CHECK(world.record()->reads() == 3);
 }
 
+TEST_CASE("engine: the built-in kinds name their lock store and where it keeps the record",
+          "[engine]") {
+  const ClusterSpec plain = PostgresCluster({"a"}).clusters().front();
+  const ClusterSpec patroni = PatroniCluster({"a"}, "    scope: orders-eu\n").clusters().front();
+  CHECK(BuiltInLockStoreFactory()(plain) == nullptr);
+  CHECK(BuiltInLockStoreFactory()(patroni) != nullptr);
+  const LockDescription none = DescribeLock(plain, false);
+  CHECK(none.kind == "postgres");
+  CHECK_FALSE(none.has_store);
+  CHECK(none.record.empty());
+  const LockDescription etcd = DescribeLock(patroni, true);
+  CHECK(etcd.kind == "patroni");
+  CHECK(etcd.has_store);
+  CHECK(etcd.record == "/service/orders-eu/leader");
+}
+
 }  // namespace sbd
