@@ -130,8 +130,8 @@ struct Observation {
   std::string member;
   ReadingWindow window;
   std::variant<PostgresReading, ProbeFailure> result;
-  /// Patroni members only: what its REST API claimed in the same round, read concurrently
-  /// with PostgreSQL so that a hung API never hides the database.
+  /// Members with a manager only: what it (Patroni's REST API) claimed in the same round, read
+  /// concurrently with PostgreSQL so that a hung API never hides the database.
   std::optional<std::variant<PatroniReading, ProbeFailure>> patroni;
 
   bool ok() const { return std::holds_alternative<PostgresReading>(result); }

@@ -7,11 +7,18 @@
 namespace sbd {
 namespace {
 
-ClusterSnapshot Snapshot(Verdict verdict, std::uint64_t rounds, ClusterKind kind) {
+// What the cluster has: members' claims only, or a lock store keeping a record too.
+enum class Lock { kNone, kStore };
+
+// Two writable members of lineage 7000; with a store, it names pg-2 and pg-1 is the zombie.
+// The spec's kind is left at its default: the alerts must follow what the cluster has.
+ClusterSnapshot Snapshot(Verdict verdict, std::uint64_t rounds, Lock lock) {
   ClusterSnapshot c;
   c.spec.name = "orders";
-  c.spec.kind = kind;
-  if (kind == ClusterKind::kPatroni) c.spec.scope = "orders-scope";
+  if (lock == Lock::kStore) {
+    c.spec.scope = "orders-scope";
+    c.lock = LockDescription{"patroni", true, "/service/orders-scope/leader"};
+  }
   for (const char* name : {"pg-1", "pg-2"}) {
     MemberSpec m;
     m.name = name;
@@ -32,7 +39,7 @@ ClusterSnapshot Snapshot(Verdict verdict, std::uint64_t rounds, ClusterKind kind
   c.assessment.verdict = verdict;
   c.assessment.summary = "test summary";
   c.assessment.writable = {"pg-1", "pg-2"};
-  if (kind == ClusterKind::kPatroni) {
+  if (lock == Lock::kStore) {
     c.assessment.lock_readable = true;
     c.assessment.lock_holder = "pg-2";
     c.assessment.zombies = {"pg-1"};
@@ -48,8 +55,7 @@ const AlertLinks kLinks{"http://detector:10259/status?format=text",
 TEST_CASE("alerts: a confirmed split brain pages at once, naming zombie and holder", "[alerts]") {
   AlertingSpec alerting;
   alerting.external_labels = {{"env", "prod"}};
-  auto alerts =
-      AlertsFor(Snapshot(Verdict::kSplitBrain, 1, ClusterKind::kPatroni), alerting, kLinks);
+  auto alerts = AlertsFor(Snapshot(Verdict::kSplitBrain, 1, Lock::kStore), alerting, kLinks);
   REQUIRE(alerts.size() == 1);
   const Alert& a = alerts.front();
   CHECK(a.labels == std::map<std::string, std::string>{{"alertname", "SplitBrain"},
@@ -63,13 +69,15 @@ TEST_CASE("alerts: a confirmed split brain pages at once, naming zombie and hold
   CHECK(a.annotations.at("description")
             .find("pg-1 (pg-1:5432): writable, timeline 1, system "
                   "identifier 7000, ZOMBIE") != std::string::npos);
+  CHECK(a.annotations.at("description")
+            .find("Leader key (/service/orders-scope/leader) held by pg-2.") != std::string::npos);
   CHECK(a.annotations.at("runbook_url") == "http://detector:10259/runbooks/split-brain.md");
   CHECK(a.generator_url == kLinks.generator_url);
 }
 
 TEST_CASE("alerts: the page stays up until the incident is seen to be over", "[alerts]") {
   AlertingSpec alerting;
-  auto c = Snapshot(Verdict::kSuspected, 1, ClusterKind::kPostgres);
+  auto c = Snapshot(Verdict::kSuspected, 1, Lock::kNone);
   c.split_brain_open = true;  // a member turned unreadable mid-incident
   auto alerts = AlertsFor(c, alerting, kLinks);
   REQUIRE(alerts.size() == 1);
@@ -82,7 +90,7 @@ TEST_CASE("alerts: the page stays up until the incident is seen to be over", "[a
 
 TEST_CASE("alerts: the description does not change from round to round", "[alerts]") {
   AlertingSpec alerting;
-  auto c = Snapshot(Verdict::kSplitBrain, 1, ClusterKind::kPatroni);
+  auto c = Snapshot(Verdict::kSplitBrain, 1, Lock::kStore);
   DcsView view;
   view.holder = "pg-2";
   view.mod_revision = 42;
@@ -103,33 +111,43 @@ TEST_CASE("alerts: the description does not change from round to round", "[alert
 
 TEST_CASE("alerts: warnings wait for the verdict to persist; healthy fires nothing", "[alerts]") {
   AlertingSpec alerting;
-  CHECK(AlertsFor(Snapshot(Verdict::kSuspected, kWarningRounds - 1, ClusterKind::kPostgres),
-                  alerting, kLinks)
+  CHECK(AlertsFor(Snapshot(Verdict::kSuspected, kWarningRounds - 1, Lock::kNone), alerting, kLinks)
             .empty());
-  auto suspected = AlertsFor(Snapshot(Verdict::kSuspected, kWarningRounds, ClusterKind::kPostgres),
-                             alerting, kLinks);
+  auto suspected =
+      AlertsFor(Snapshot(Verdict::kSuspected, kWarningRounds, Lock::kNone), alerting, kLinks);
   REQUIRE(suspected.size() == 1);
   CHECK(suspected.front().labels.at("alertname") == "SplitBrainSuspected");
   CHECK(suspected.front().labels.at("severity") == "warning");
   CHECK(suspected.front().labels.count("scope") == 0);
-  auto drift = AlertsFor(Snapshot(Verdict::kDrift, 10, ClusterKind::kPostgres), alerting, kLinks);
+  auto drift = AlertsFor(Snapshot(Verdict::kDrift, 10, Lock::kNone), alerting, kLinks);
   REQUIRE(drift.size() == 1);
   CHECK(drift.front().labels.at("alertname") == "InventoryDrift");
-  CHECK(
-      AlertsFor(Snapshot(Verdict::kHealthy, 10, ClusterKind::kPatroni), alerting, kLinks).empty());
-  CHECK(
-      AlertsFor(Snapshot(Verdict::kUnknown, 10, ClusterKind::kPostgres), alerting, kLinks).empty());
+  CHECK(AlertsFor(Snapshot(Verdict::kHealthy, 10, Lock::kStore), alerting, kLinks).empty());
+  CHECK(AlertsFor(Snapshot(Verdict::kUnknown, 10, Lock::kNone), alerting, kLinks).empty());
 }
 
 TEST_CASE("alerts: an unreadable lock store warns after three rounds", "[alerts]") {
   AlertingSpec alerting;
-  auto c = Snapshot(Verdict::kHealthy, 10, ClusterKind::kPatroni);
+  auto c = Snapshot(Verdict::kHealthy, 10, Lock::kStore);
   c.dcs_consecutive_failures = 2;
   CHECK(AlertsFor(c, alerting, kLinks).empty());
   c.dcs_consecutive_failures = 3;
   auto alerts = AlertsFor(c, alerting, kLinks);
   REQUIRE(alerts.size() == 1);
   CHECK(alerts.front().labels.at("alertname") == "LockStoreUnreadable");
+}
+
+TEST_CASE("alerts: a cluster without a lock store never speaks of one", "[alerts]") {
+  AlertingSpec alerting;
+  auto c = Snapshot(Verdict::kSplitBrain, 10, Lock::kNone);
+  c.spec.scope = "orders-scope";  // a scope alone keeps no record
+  c.dcs_consecutive_failures = 10;
+  auto alerts = AlertsFor(c, alerting, kLinks);
+  REQUIRE(alerts.size() == 1);
+  CHECK(alerts.front().labels.at("alertname") == "SplitBrain");
+  const std::string& description = alerts.front().annotations.at("description");
+  CHECK(description.find("Leader key") == std::string::npos);
+  CHECK(description.find("Lock store") == std::string::npos);
 }
 
 TEST_CASE("alertmanager url: credentials are split out, decoded and never shown", "[alerts]") {

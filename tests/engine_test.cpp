@@ -10,6 +10,8 @@
 
 #include "detector/config/config.h"
 #include "detector/engine/scheduler.h"
+#include "detector/output/metrics.h"
+#include "detector/output/status.h"
 #include "tests/support/process.h"
 
 namespace sbd {
@@ -503,4 +505,71 @@ TEST_CASE("engine: a failover caught with both writable is a transition once re-
   CHECK(world.record()->reads() == 3);
 }
 
+TEST_CASE("engine: the built-in kinds name their lock store and where it keeps the record",
+          "[engine]") {
+  const ClusterSpec plain = PostgresCluster({"a"}).clusters().front();
+  const ClusterSpec patroni = PatroniCluster({"a"}, "    scope: orders-eu\n").clusters().front();
+  CHECK(BuiltInLockStoreFactory()(plain) == nullptr);
+  CHECK(BuiltInLockStoreFactory()(patroni) != nullptr);
+  const LockDescription none = DescribeLock(plain, false);
+  CHECK(none.kind == "postgres");
+  CHECK_FALSE(none.has_store);
+  CHECK(none.record.empty());
+  const LockDescription etcd = DescribeLock(patroni, true);
+  CHECK(etcd.kind == "patroni");
+  CHECK(etcd.has_store);
+  CHECK(etcd.record == "/service/orders-eu/leader");
+}
+
+// A cluster's lock series, status fields and executor room come from the store its factories
+// built, whatever its kind: here a plain PostgreSQL cluster is given a store, and a Patroni
+// one is given none.
+TEST_CASE("engine: the outputs follow the lock store a cluster has, not its kind", "[engine]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  world.record()->Set(Record("a"));
+  ProbeFactories swapped = world.Factories();
+  swapped.lock_stores = [&world](const ClusterSpec& spec) -> std::unique_ptr<LockStore> {
+    if (spec.kind == ClusterKind::kPatroni) return nullptr;
+    return std::make_unique<FakeLockStore>(world.record());
+  };
+  const ConfigReloadStatus reload;
+
+  Scheduler with_store(PostgresCluster({"a", "b"}), swapped);
+  with_store.RunOnce();
+  const ClusterSnapshot stored = Only(with_store);
+  CHECK(stored.lock.has_store);
+  CHECK(stored.lock.kind == "postgres");
+  CHECK(with_store.probe_threads() == 1 + 2 * 5);  // the store, and room for five members
+  const std::string metrics =
+      RenderMetrics(DetectorCollector([&] { return with_store.Snapshot(); }, &reload));
+  CHECK(metrics.find("splitbrain_lock_store_up{cluster=\"orders\"} 1") != std::string::npos);
+  CHECK(metrics.find("splitbrain_member_holds_lock{cluster=\"orders\",member=\"a\"} 1") !=
+        std::string::npos);
+  CHECK(metrics.find("splitbrain_cluster_info{cluster=\"orders\",kind=\"postgres\"") !=
+        std::string::npos);
+  const nlohmann::json status = StatusJson(with_store.Snapshot());
+  const nlohmann::json& cluster = status["clusters"][0];
+  CHECK(cluster["lock"]["holder"] == "a");
+  CHECK(cluster["evidence"].contains("zombies"));
+  CHECK_FALSE(cluster["evidence"].contains("other_scope"));  // no scope to claim against
+  CHECK(cluster["members"][0]["holds_lock"] == true);
+
+  Scheduler without(PatroniCluster({"a", "b"}, ""), swapped);
+  without.RunOnce();
+  const ClusterSnapshot bare = Only(without);
+  CHECK_FALSE(bare.lock.has_store);
+  CHECK(bare.lock.kind == "patroni");
+  CHECK(without.probe_threads() == 2);  // one probe per member, no manager
+  const std::string bare_metrics =
+      RenderMetrics(DetectorCollector([&] { return without.Snapshot(); }, &reload));
+  CHECK(bare_metrics.find("splitbrain_lock_store_failures_total{") == std::string::npos);
+  CHECK(bare_metrics.find("splitbrain_member_holds_lock{") == std::string::npos);
+  CHECK(bare_metrics.find("splitbrain_member_zombie{") == std::string::npos);
+  const nlohmann::json bare_status = StatusJson(without.Snapshot())["clusters"][0];
+  CHECK_FALSE(bare_status.contains("lock"));
+  CHECK_FALSE(bare_status["evidence"].contains("zombies"));
+  CHECK(bare_status["evidence"].contains("other_scope"));  // its scope is still checked
+  CHECK_FALSE(bare_status["members"][0].contains("holds_lock"));
+}
 }  // namespace sbd

@@ -194,10 +194,9 @@ TEST_CASE("verdict: every verdict from a table of rounds", "[verdict]") {
   }
 }
 
-TEST_CASE("verdict: Patroni's lock names the zombie; without a holder the older timeline does",
+TEST_CASE("verdict: the lock names the zombie; without a holder the older timeline does",
           "[verdict]") {
   ClusterSpec spec = Cluster({"a", "b", "c"});
-  spec.kind = ClusterKind::kPatroni;
   spec.scope = "orders";
   const std::vector<Observation> round = {Read("a", true, kLineage, 0, 10, 1),
                                           Read("b", true, kLineage, 0, 10, 2), Read("c", false)};
@@ -224,6 +223,12 @@ TEST_CASE("verdict: Patroni's lock names the zombie; without a holder the older 
   CHECK_FALSE(unreadable.lock_readable);
   CHECK(unreadable.lock_error == "etcd down");
   CHECK(unreadable.verdict == Verdict::kSplitBrain);
+  CHECK(unreadable.zombies == std::vector<std::string>{"a"});
+
+  // No lock store at all: nobody holds anything, so nobody is a zombie.
+  Assessment unlocked = Assess(spec, round, history, true, nullptr);
+  CHECK(unlocked.verdict == Verdict::kSplitBrain);
+  CHECK(unlocked.zombies.empty());
 
   // One writable member that is not the holder: a zombie, or a failover half done.
   const std::vector<Observation> half = {Read("a", true), Read("b", false), Read("c", false)};
@@ -237,7 +242,6 @@ TEST_CASE("verdict: Patroni's lock names the zombie; without a holder the older 
 TEST_CASE("verdict: a member whose Patroni claims another scope is drift when writable",
           "[verdict]") {
   ClusterSpec spec = Cluster({"a", "b", "x"});
-  spec.kind = ClusterKind::kPatroni;
   spec.scope = "orders";
   std::vector<Observation> round = {Read("a", true), Read("b", false), Read("x", true)};
   PatroniReading claim;
@@ -251,6 +255,13 @@ TEST_CASE("verdict: a member whose Patroni claims another scope is drift when wr
   CHECK(a.drift == std::vector<std::string>{"x"});
   CHECK(a.other_scope == std::vector<std::string>{"x"});
   CHECK(a.writable == std::vector<std::string>{"a"});
+
+  // A cluster without a scope has none a claim could contradict: x counts as writable.
+  spec.scope.clear();
+  Assessment unscoped = Assess(spec, round, history, false);
+  CHECK(unscoped.other_scope.empty());
+  CHECK(unscoped.drift.empty());
+  CHECK(unscoped.writable == std::vector<std::string>{"a", "x"});
 }
 
 TEST_CASE("verdict: a failed probe is never counted as writable or not writable", "[verdict]") {

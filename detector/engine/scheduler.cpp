@@ -181,6 +181,39 @@ void InheritState(const ClusterSnapshot& old, ClusterSnapshot& now) {
   }
 }
 
+std::unique_ptr<LockStore> PatroniEtcdStore(const ClusterSpec& spec) {
+  return std::make_unique<EtcdScopeProbe>(spec.etcd_endpoints, spec.dcs_namespace, spec.scope);
+}
+
+std::string PatroniLeaderKey(const ClusterSpec& spec) {
+  return spec.dcs_namespace + "/" + spec.scope + "/leader";
+}
+
+// A built-in kind: the name the config spells, the lock store that keeps its record (none
+// when the members' claims are all there is) and where that store keeps it.
+struct BuiltInKind {
+  ClusterKind kind;
+  const char* name;
+  std::unique_ptr<LockStore> (*store)(const ClusterSpec&);
+  std::string (*record)(const ClusterSpec&);
+};
+
+// The registry of built-in kinds, one line each: the only place below the config that tells
+// kinds apart. Everything else sees what a cluster has (a store, a scope, managers).
+constexpr BuiltInKind kBuiltInKinds[] = {
+    {ClusterKind::kPostgres, "postgres", nullptr, nullptr},
+    {ClusterKind::kPatroni, "patroni", PatroniEtcdStore, PatroniLeaderKey},
+};
+
+const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {
+  for (const BuiltInKind& kind : kBuiltInKinds) {
+    if (kind.kind == spec.kind) return kind;
+  }
+  // A kind the config parses but nobody registered: it keeps no record, and its name says so.
+  static constexpr BuiltInKind kUnregistered{{}, "unregistered", nullptr, nullptr};
+  return kUnregistered;
+}
+
 }  // namespace
 
 ProbeFactory PostgresProbeFactory() {
@@ -189,11 +222,20 @@ ProbeFactory PostgresProbeFactory() {
   };
 }
 
-LockStoreFactory EtcdLockStoreFactory() {
+LockStoreFactory BuiltInLockStoreFactory() {
   return [](const ClusterSpec& spec) -> std::unique_ptr<LockStore> {
-    if (spec.kind != ClusterKind::kPatroni) return nullptr;
-    return std::make_unique<EtcdScopeProbe>(spec.etcd_endpoints, spec.dcs_namespace, spec.scope);
+    const BuiltInKind& kind = BuiltInKindOf(spec);
+    return kind.store != nullptr ? kind.store(spec) : nullptr;
   };
+}
+
+LockDescription DescribeLock(const ClusterSpec& spec, bool has_store) {
+  const BuiltInKind& kind = BuiltInKindOf(spec);
+  LockDescription lock;
+  lock.kind = kind.name;
+  lock.has_store = has_store;
+  if (has_store && kind.record != nullptr) lock.record = kind.record(spec);
+  return lock;
 }
 
 ManagerProbeFactory PatroniManagerProbeFactory() {
@@ -252,7 +294,7 @@ void ProbeExecutor::Work() {
 struct Scheduler::MemberSlot {
   std::unique_ptr<MemberProbe> probe;
   std::atomic<bool> busy{false};
-  std::unique_ptr<ManagerProbe> rest;  // members with a manager (Patroni) only
+  std::unique_ptr<ManagerProbe> rest;  // members with a manager only
   std::atomic<bool> rest_busy{false};
 };
 
@@ -261,7 +303,7 @@ struct Scheduler::MemberSlot {
 struct Scheduler::ClusterRuntime {
   /// Shared with the calls in flight, so that a member dropped by discovery outlives them.
   std::vector<std::shared_ptr<MemberSlot>> members;
-  std::unique_ptr<LockStore> lock_store;  // clusters whose kind keeps a lock record only
+  std::unique_ptr<LockStore> lock_store;  // clusters whose record a lock store keeps only
   std::atomic<bool> dcs_busy{false};
   /// Discovered members absent from the DCS's latest answer, and since when.
   std::map<std::string, WallClock::time_point> absent_since;
@@ -277,6 +319,7 @@ Scheduler::Scheduler(const ValidatedConfig& config, ProbeFactories factories)
     cluster->state.spec.members.clear();
     for (const auto& member : spec.members) AddMemberSlot(*cluster, member);
     cluster->lock_store = factories_.lock_stores(spec);
+    cluster->state.lock = DescribeLock(spec, cluster->lock_store != nullptr);
     clusters_.push_back(std::move(cluster));
   }
   SizeExecutor();
@@ -297,15 +340,17 @@ void Scheduler::AddMemberSlot(ClusterRuntime& cluster, MemberSpec member) {
 void Scheduler::SizeExecutor() {
   // A call holds a thread at most until its deadline (or libpq's connect_timeout), and a busy
   // probe is never called twice, so one thread per concurrent call can never starve anyone:
-  // the lock store, and PostgreSQL plus REST for each member. Patroni clusters keep room for
-  // five members, so that the first discoveries need no new threads.
+  // the lock store, and the member probe plus the manager for each member. A cluster with a
+  // lock store may learn managers and new members from its record: it keeps room for both
+  // calls of five members at least, so that the first discoveries need no new threads.
   size_t calls = 0;
   std::unique_lock<std::mutex> lock(mu_);
   for (const auto& cluster : clusters_) {
-    const ClusterSpec& spec = cluster->state.spec;
-    const bool patroni = spec.kind == ClusterKind::kPatroni;
-    calls +=
-        patroni ? 1 + 2 * std::max<size_t>(cluster->members.size(), 5) : cluster->members.size();
+    if (cluster->lock_store) {
+      calls += 1 + 2 * std::max<size_t>(cluster->members.size(), 5);
+      continue;
+    }
+    for (const auto& member : cluster->members) calls += member->rest ? 2 : 1;
   }
   lock.unlock();
   executor_->EnsureThreads(std::max<size_t>(2, calls));
@@ -392,7 +437,7 @@ void Scheduler::ClusterLoop(ClusterRuntime& cluster) {
     // A round that throws (it must not) is counted; the cluster is probed again next interval.
     Guarded("round", [&] { RunRound(cluster); });
     lock.lock();
-    // Read each time: a Patroni cluster's interval follows the TTL found in the DCS.
+    // Read each time: with no ttl in the config, the interval follows the lock store's.
     next += cluster.state.spec.probe_interval;
     auto now = SteadyClock::now();
     if (next < now) {

@@ -31,8 +31,9 @@ ProbeFactory PostgresProbeFactory();
 /// PostgreSQL); the scheduler owns what it returns.
 using LockStoreFactory = std::function<std::unique_ptr<LockStore>(const ClusterSpec&)>;
 
-/// The default factory: etcd (EtcdScopeProbe) for Patroni clusters, none for the others.
-LockStoreFactory EtcdLockStoreFactory();
+/// The default factory: the lock store the cluster's built-in kind registers (etcd's
+/// EtcdScopeProbe for Patroni), none for a kind that keeps no record.
+LockStoreFactory BuiltInLockStoreFactory();
 
 /// Builds the manager probe of one member, or nullptr when it has none (no REST URL known);
 /// called again when discovery learns a configured member's URL. The scheduler owns it.
@@ -46,9 +47,27 @@ ManagerProbeFactory PatroniManagerProbeFactory();
 /// in tests. Plain value type.
 struct ProbeFactories {
   ProbeFactory members = PostgresProbeFactory();
-  LockStoreFactory lock_stores = EtcdLockStoreFactory();
+  LockStoreFactory lock_stores = BuiltInLockStoreFactory();
   ManagerProbeFactory managers = PatroniManagerProbeFactory();
 };
+
+/// What a cluster's lock is made of, as the scheduler built it. Metrics, status and alerts
+/// decide from this which series, fields and alerts a cluster has, never from its kind.
+/// Plain value type.
+struct LockDescription {
+  /// The kind's name as the config spells it ("postgres", "patroni"): shown, never compared.
+  std::string kind;
+  /// True when a lock store keeps the record: its answers are in the snapshot's `last_dcs`,
+  /// and each member holds the lock or not. False when the members' claims are all there is.
+  bool has_store = false;
+  /// Where the store keeps the record, for people ("/service/orders/leader"); empty without
+  /// a store.
+  std::string record;
+};
+
+/// The lock of a cluster built with `has_store` (what its lock store factory returned): the
+/// kind's name and where its store keeps the record, from the built-in kinds' registry.
+LockDescription DescribeLock(const ClusterSpec& spec, bool has_store);
 
 /// Counters kept per member; monotonic for the life of the scheduler.
 struct MemberCounters {
@@ -83,7 +102,9 @@ struct ClusterSnapshot {
   bool split_brain_open = false;
   WallClock::time_point split_brain_opened_at{};
 
-  // Patroni clusters: the lock store.
+  /// The lock: whether a store keeps its record, and where.
+  LockDescription lock;
+  // Clusters with a lock store: its answers.
   std::optional<DcsResult> last_dcs;     ///< this round's answer
   std::optional<DcsView> last_good_dcs;  ///< the latest successful one
   WallClock::time_point last_dcs_success{};

@@ -21,9 +21,9 @@ std::string Evidence(const ClusterSnapshot& c) {
   const Assessment& a = c.assessment;
   std::ostringstream out;
   out << a.summary << ".";
-  if (c.spec.kind == ClusterKind::kPatroni) {
+  if (c.lock.has_store) {
     if (a.lock_readable) {
-      out << " Leader key (" << c.spec.dcs_namespace << "/" << c.spec.scope << "/leader) held by "
+      out << " Leader key (" << c.lock.record << ") held by "
           << (a.lock_holder.empty() ? "nobody" : a.lock_holder);
       if (c.last_good_dcs) out << ", revision " << c.last_good_dcs->mod_revision;
       out << ".";
@@ -153,7 +153,7 @@ std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alert
         "Lineage of " + c.spec.name + " writable in two places, a cutover not declared: " + where,
         "lineage-forked.md"));
   }
-  if (c.spec.kind == ClusterKind::kPatroni && c.dcs_consecutive_failures >= kWarningRounds) {
+  if (c.lock.has_store && c.dcs_consecutive_failures >= kWarningRounds) {
     firing.push_back(Make(
         c, alerting, links, "LockStoreUnreadable", "warning",
         "Cannot read the lock store of " + c.spec.name + "; PostgreSQL is still probed directly",

@@ -246,7 +246,7 @@ std::vector<MetricFamily> ProbeCounterFamilies(const std::vector<ClusterSnapshot
   return TakeAll({&duration, &probes, &failures});
 }
 
-// Per cluster: its kind, and for Patroni what the lock store said.
+// Per cluster: its kind, and what its lock store said (clusters with one).
 std::vector<MetricFamily> LockStoreFamilies(const std::vector<ClusterSnapshot>& clusters) {
   Family cluster_info("splitbrain_cluster_info", "The cluster's kind and Patroni scope.",
                       MetricType::Gauge);
@@ -268,11 +268,8 @@ std::vector<MetricFamily> LockStoreFamilies(const std::vector<ClusterSnapshot>& 
                        MetricType::Gauge);
   for (const auto& c : clusters) {
     const std::string& name = c.spec.name;
-    const bool patroni = c.spec.kind == ClusterKind::kPatroni;
-    cluster_info.Add(
-        {{"cluster", name}, {"kind", patroni ? "patroni" : "postgres"}, {"scope", c.spec.scope}},
-        1);
-    if (!patroni) continue;
+    cluster_info.Add({{"cluster", name}, {"kind", c.lock.kind}, {"scope", c.spec.scope}}, 1);
+    if (!c.lock.has_store) continue;
     lock_failures.Add({{"cluster", name}}, static_cast<double>(c.dcs_failures));
     if (c.last_dcs) lock_up.Add({{"cluster", name}}, c.dcs_consecutive_failures == 0 ? 1 : 0);
     if (c.last_good_dcs) {
@@ -287,8 +284,9 @@ std::vector<MetricFamily> LockStoreFamilies(const std::vector<ClusterSnapshot>& 
                   &lock_revision});
 }
 
-// Per member of a Patroni cluster: the lock, zombies, and what its REST API said.
-std::vector<MetricFamily> PatroniMemberFamilies(const std::vector<ClusterSnapshot>& clusters) {
+// Per member: its standing with the lock (clusters with a lock store), and what its manager
+// (Patroni's REST API) said.
+std::vector<MetricFamily> MemberLockFamilies(const std::vector<ClusterSnapshot>& clusters) {
   Family holds_lock("splitbrain_member_holds_lock",
                     "Whether the leader key names this member (absent while unreadable).",
                     MetricType::Gauge);
@@ -304,7 +302,6 @@ std::vector<MetricFamily> PatroniMemberFamilies(const std::vector<ClusterSnapsho
                        "The member's own dcs_last_seen, as its Patroni last reported it.",
                        MetricType::Gauge);
   for (const auto& c : clusters) {
-    const bool patroni = c.spec.kind == ClusterKind::kPatroni;
     const Assessment& a = c.assessment;
     for (const auto& member : c.spec.members) {
       const auto labels = MemberLabels(c.spec.name, member.name);
@@ -323,7 +320,7 @@ std::vector<MetricFamily> PatroniMemberFamilies(const std::vector<ClusterSnapsho
       if (history->last_patroni && history->last_patroni->dcs_last_seen) {
         dcs_last_seen.Add(labels, *history->last_patroni->dcs_last_seen);
       }
-      if (!patroni || !c.has_round) continue;
+      if (!c.lock.has_store || !c.has_round) continue;
       if (a.lock_readable) holds_lock.Add(labels, a.lock_holder == member.name ? 1 : 0);
       const bool is_zombie =
           std::find(a.zombies.begin(), a.zombies.end(), member.name) != a.zombies.end();
@@ -526,7 +523,7 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
   Append(out, MemberReadingFamilies(clusters));
   Append(out, ProbeCounterFamilies(clusters));
   Append(out, LockStoreFamilies(clusters));
-  Append(out, PatroniMemberFamilies(clusters));
+  Append(out, MemberLockFamilies(clusters));
   Append(out, PushFamilies(push_stats));
   out.push_back(SplitBrainIncidentFamily(clusters));
   Append(out, SuppressionFamilies(clusters));

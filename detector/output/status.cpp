@@ -137,7 +137,8 @@ nlohmann::json LineageForksJson(const std::vector<LineageFork>& forks) {
   return out;
 }
 
-// Patroni: what the lock store said this round, and what its last successful read held.
+// A cluster with a lock store: what the store said this round, and what its last successful
+// read held.
 nlohmann::json LockJson(const ClusterSnapshot& c) {
   const Assessment& a = c.assessment;
   nlohmann::json lock = {{"scope", c.spec.scope}, {"readable", a.lock_readable}};
@@ -180,21 +181,25 @@ void AddProbeFields(const MemberHistory& h, const std::string& lineage, nlohmann
   if (h.last_seen_writable) member["last_seen_writable"] = FormatTime(*h.last_seen_writable);
 }
 
-// Patroni: the member's standing with the lock and what its REST API said.
-void AddPatroniFields(const MemberSpec& spec, const MemberHistory* h, const Assessment& a,
-                      nlohmann::json& member) {
+// The member's standing with the lock (clusters with a lock store).
+void AddLockFields(const MemberSpec& spec, const MemberHistory* h, const Assessment& a,
+                   nlohmann::json& member) {
   member["zombie"] = Contains(a.zombies, spec.name);
   member["holds_lock"] = a.lock_readable && a.lock_holder == spec.name;
-  if (spec.discovered) member["discovered"] = true;
-  if (h == nullptr) return;
-  if (h->last_seen_holding) member["last_seen_holding_lock"] = FormatTime(*h->last_seen_holding);
-  if (h->last && h->last->patroni) {
-    if (const auto* f = std::get_if<ProbeFailure>(&*h->last->patroni)) {
+  if (h != nullptr && h->last_seen_holding) {
+    member["last_seen_holding_lock"] = FormatTime(*h->last_seen_holding);
+  }
+}
+
+// What the member's manager (Patroni's REST API) said, when it has one.
+void AddManagerFields(const MemberHistory& h, nlohmann::json& member) {
+  if (h.last && h.last->patroni) {
+    if (const auto* f = std::get_if<ProbeFailure>(&*h.last->patroni)) {
       member["patroni_error"] = {{"reason", ReasonName(f->reason)}, {"message", f->message}};
     }
   }
-  if (h->last_patroni) {
-    const PatroniReading& p = *h->last_patroni;
+  if (h.last_patroni) {
+    const PatroniReading& p = *h.last_patroni;
     member["patroni"] = {{"role", p.role},   {"state", p.state},
                          {"scope", p.scope}, {"timeline", p.timeline},
                          {"pause", p.pause}, {"cluster_unlocked", p.cluster_unlocked}};
@@ -210,7 +215,9 @@ nlohmann::json MemberJson(const ClusterSnapshot& c, const MemberSpec& spec) {
       {"name", spec.name}, {"address", spec.address}, {"state", MemberState(h)}};
   if (h != nullptr) AddProbeFields(*h, a.lineage, member);
   member["suspect"] = Contains(a.suspects, spec.name);
-  if (c.spec.kind == ClusterKind::kPatroni) AddPatroniFields(spec, h, a, member);
+  if (spec.discovered) member["discovered"] = true;
+  if (c.lock.has_store) AddLockFields(spec, h, a, member);
+  if (h != nullptr) AddManagerFields(*h, member);
   return member;
 }
 
@@ -242,11 +249,11 @@ void AddRoundFields(const ClusterSnapshot& c, nlohmann::json& cluster) {
                          {"suspects", a.suspects},
                          {"unreadable", a.unreadable},
                          {"writable_per_lineage", a.writable_per_lineage}};
-  if (c.spec.kind == ClusterKind::kPatroni) {
+  if (c.lock.has_store) {
     cluster["lock"] = LockJson(c);
     cluster["evidence"]["zombies"] = a.zombies;
-    cluster["evidence"]["other_scope"] = a.other_scope;
   }
+  if (!c.spec.scope.empty()) cluster["evidence"]["other_scope"] = a.other_scope;
   cluster["confirmations"] = {{"confirmed", c.confirmations_accepted},
                               {"rejected", c.confirmations_rejected}};
   for (const auto& spec : c.spec.members) cluster["members"].push_back(MemberJson(c, spec));

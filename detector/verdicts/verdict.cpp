@@ -124,7 +124,8 @@ std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history
 }
 
 bool ClaimsOtherScope(const ClusterSpec& spec, const Observation& obs) {
-  if (spec.kind != ClusterKind::kPatroni || !obs.patroni) return false;
+  // Without a scope of its own the cluster has nothing a claim could contradict.
+  if (spec.scope.empty() || !obs.patroni) return false;
   const auto* claim = std::get_if<PatroniReading>(&*obs.patroni);
   // An unreadable API claims nothing: the member stays in the scope it is configured under.
   return claim != nullptr && claim->scope != spec.scope;
@@ -227,15 +228,17 @@ void ClassifyMembers(const ClusterSpec& spec, const std::vector<Observation>& ro
   }
 }
 
-// The writable members that are not the lock holder, once a.writable is known.
-void FindZombies(const ClusterSpec& spec, const std::vector<Observation>& round, Assessment& a) {
+// The writable members that are not the lock holder, once a.writable is known. `dcs` is
+// null when the cluster keeps no lock record: then nobody holds anything, and nobody is a
+// zombie.
+void FindZombies(const DcsResult* dcs, const std::vector<Observation>& round, Assessment& a) {
   if (a.lock_readable && !a.lock_holder.empty()) {
     for (const auto& member : a.writable) {
       if (member != a.lock_holder) a.zombies.push_back(member);
     }
-  } else if (spec.kind == ClusterKind::kPatroni && a.writable.size() >= 2) {
-    // No holder to compare with: Patroni promotes onto a new timeline, so the writable
-    // members behind the newest timeline are the zombies.
+  } else if (dcs != nullptr && a.writable.size() >= 2) {
+    // A lock is kept but no holder is readable: the holder was promoted onto a new timeline,
+    // so the writable members behind the newest timeline are the zombies.
     std::map<std::string, std::int64_t> timelines;
     std::int64_t newest = 0;
     for (const auto& obs : round) {
@@ -302,7 +305,7 @@ Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round
   a.scope = spec.scope;
   ReadLock(dcs, a);
   ClassifyMembers(spec, round, history, a);
-  FindZombies(spec, round, a);
+  FindZombies(dcs, round, a);
   Decide(confirmed, a);
   a.raw_verdict = a.verdict;
   return a;

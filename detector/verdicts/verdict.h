@@ -63,7 +63,8 @@ void RecordObservation(MemberHistory& history, const Observation& obs, WallClock
 std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history,
                           const DcsResult* dcs = nullptr);
 
-/// Patroni: true when the member's own REST API says it belongs to another scope.
+/// True when the member's manager (Patroni's REST API) says it belongs to another scope than
+/// the cluster's; always false for a cluster without a scope or a member without a manager.
 bool ClaimsOtherScope(const ClusterSpec& spec, const Observation& obs);
 
 /// Members of `lineage` seen writable in `round`.
@@ -112,18 +113,18 @@ struct Assessment {
   std::vector<std::string> unreadable;  ///< failed this round
   std::map<std::string, int> writable_per_lineage;
 
-  // Patroni clusters only.
+  // Clusters with a scope (other_scope) or a lock store (the rest) only.
   std::string scope;
-  bool lock_readable = false;            ///< the DCS answered this round
+  bool lock_readable = false;            ///< the lock store answered this round
   std::string lock_error;                ///< why it did not
   std::string lock_holder;               ///< the leader key's value ("" = no leader key)
   std::vector<std::string> zombies;      ///< writable members that do not hold the lock
-  std::vector<std::string> other_scope;  ///< members whose Patroni claims another scope
+  std::vector<std::string> other_scope;  ///< members whose manager claims another scope
 };
 
 /// Pure: decides from the (post-confirmation) round, the history already updated with it,
-/// whether a candidate of two or more writable members passed confirmation, and (Patroni)
-/// what the lock store said in the same round.
+/// whether a candidate of two or more writable members passed confirmation, and what the
+/// lock store said in the same round (`dcs`: null exactly when the cluster has no store).
 Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round,
                   const ClusterHistory& history, bool confirmed, const DcsResult* dcs = nullptr);
 
