@@ -204,6 +204,7 @@ TEST_CASE("status page: hostile names, summaries, reasons and authors never beco
       {"provisioning", "provisioning", kHostile, "decl-1", "split_brain", {kHostile}, now});
   c.spec.kind = ClusterKind::kPatroni;
   c.spec.scope = kHostile;
+  c.lock = {"patroni", true, kHostile};
   DcsView dcs;
   dcs.holder = kHostile;
   dcs.endpoint = "http://127.0.0.1:2379";
@@ -227,6 +228,7 @@ TEST_CASE("status page: hostile names, summaries, reasons and authors never beco
       "onerror=alert(1)&gt;";
   // As the cluster name, member name, lock holder, scope, error, suppression, declaration.
   CHECK(Count(html, escaped) >= 8);
+  CHECK(html.find("held by <b>" + escaped + "</b>") != std::string::npos);
   CHECK(html.find("b&amp;b") != std::string::npos);
   CHECK(html.find("&lt;/style&gt;") != std::string::npos);
   CHECK(html.find("bad \xEF\xBF\xBD\xEF\xBF\xBD bytes") != std::string::npos);
@@ -261,6 +263,7 @@ TEST_CASE("status page: a lock store's holder, lease left and the members' Patro
   ClusterSnapshot c = Cluster("patroni-main", Verdict::kHealthy, {"node1", "node2"}, now);
   c.spec.kind = ClusterKind::kPatroni;
   c.spec.scope = "main";
+  c.lock = {"patroni", true, "/service/main/leader"};  // what the scheduler describes
   c.assessment.lock_readable = true;
   c.assessment.lock_holder = "node1";
   DcsView dcs;
