@@ -59,6 +59,25 @@ ProbeFailureReason ClassifySqlState(const std::string& sqlstate) {
   return ProbeFailureReason::kQuery;
 }
 
+// The WAL receiver columns starting at `first`: none when no receiver runs, hidden when
+// only its presence is visible to us.
+std::optional<WalReceiverReading> ReadWalReceiver(const pqxx::row& row,
+                                                  pqxx::row::size_type first) {
+  if (!row[first].as<bool>(false)) return std::nullopt;
+  WalReceiverReading upstream;
+  if (row[first + 1].is_null()) {
+    upstream.hidden = true;
+    return upstream;
+  }
+  upstream.status = row[first + 1].as<std::string>("");
+  upstream.sender_host = row[first + 2].as<std::string>("");
+  upstream.sender_port = row[first + 3].as<int>(0);
+  upstream.received_tli = row[first + 4].as<std::int64_t>(0);
+  upstream.flushed_lsn = row[first + 5].as<std::string>("");
+  upstream.latest_end_time = row[first + 6].as<std::string>("");
+  return upstream;
+}
+
 }  // namespace
 
 PostgresProbe::PostgresProbe(MemberSpec member, Millis timeout)
@@ -78,10 +97,15 @@ const char* PostgresProbe::ReadingQuery() {
          "l.lsn::text, COALESCE(pg_wal_lsn_diff(l.lsn, '0/0'), 0)::bigint, "
          "current_setting('server_version_num')::int, "
          "to_char(pg_postmaster_start_time() AT TIME ZONE 'UTC', "
-         "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), pg_backend_pid() "
+         "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), pg_backend_pid(), "
+         // The WAL receiver, if one runs: without pg_read_all_stats only its pid shows.
+         "w.pid IS NOT NULL, w.status, w.sender_host, w.sender_port, w.received_tli::bigint, "
+         "w.flushed_lsn::text, to_char(w.latest_end_time AT TIME ZONE 'UTC', "
+         "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') "
          "FROM (SELECT pg_is_in_recovery() AS rec) r, LATERAL (SELECT CASE WHEN r.rec THEN "
          "COALESCE(pg_last_wal_replay_lsn(), pg_last_wal_receive_lsn()) "
-         "ELSE pg_current_wal_lsn() END AS lsn) l";
+         "ELSE pg_current_wal_lsn() END AS lsn) l "
+         "LEFT JOIN pg_stat_wal_receiver w ON true";
 }
 
 std::variant<std::string, ProbeFailure> PostgresProbe::ConnectionString(
@@ -170,7 +194,7 @@ std::variant<PostgresReading, ProbeFailure> PostgresProbe::Read(SteadyClock::tim
     pqxx::read_transaction tx(*conn_, "probe");
     pqxx::result rows = tx.exec(ReadingQuery());
     tx.commit();
-    if (rows.size() != 1 || rows[0].size() != 9) {
+    if (rows.size() != 1 || rows[0].size() != 16) {
       *drop_connection = true;
       return ProbeFailure{ProbeFailureReason::kProtocol, "unexpected result shape"};
     }
@@ -185,6 +209,7 @@ std::variant<PostgresReading, ProbeFailure> PostgresProbe::Read(SteadyClock::tim
     reading.server_version = row[6].as<int>(0);
     reading.postmaster_start = row[7].as<std::string>("");
     reading.backend_pid = row[8].as<int>(0);
+    reading.upstream = ReadWalReceiver(row, 9);
     if (reading.system_identifier.empty()) {
       return ProbeFailure{ProbeFailureReason::kProtocol, "no system identifier in the reading"};
     }
@@ -207,6 +232,64 @@ std::variant<PostgresReading, ProbeFailure> PostgresProbe::Read(SteadyClock::tim
     }
     return ProbeFailure{ProbeFailureReason::kConnectionLost, e.what()};
   }
+}
+
+std::string SenderAddress(const WalReceiverReading& upstream) {
+  if (upstream.hidden || upstream.sender_host.empty()) return "";
+  std::string host = upstream.sender_host;
+  if (host[0] != '/' && host.find(':') != std::string::npos) host = "[" + host + "]";
+  return host + ":" + std::to_string(upstream.sender_port > 0 ? upstream.sender_port : 5432);
+}
+
+std::string SenderMember(const WalReceiverReading& upstream,
+                         const std::vector<MemberSpec>& members) {
+  const std::string sender = SenderAddress(upstream);
+  if (sender.empty()) return "";
+  for (const auto& member : members) {
+    // A multi-host DSN's address lists every host:port, comma-separated.
+    size_t start = 0;
+    while (start <= member.address.size()) {
+      size_t end = member.address.find(',', start);
+      if (end == std::string::npos) end = member.address.size();
+      if (member.address.compare(start, end - start, sender) == 0) return member.name;
+      start = end + 1;
+    }
+  }
+  return "";
+}
+
+std::vector<Witness> Witnesses(const std::vector<MemberSpec>& members,
+                               const std::vector<Observation>& round,
+                               const std::vector<std::string>& writable) {
+  std::vector<Witness> out;
+  for (const auto& primary : writable) out.push_back(Witness{primary, {}});
+  for (const auto& obs : round) {
+    const PostgresReading* reading = obs.reading();
+    if (reading == nullptr || !reading->upstream || reading->upstream->status != "streaming") {
+      continue;
+    }
+    const std::string sender = SenderMember(*reading->upstream, members);
+    for (auto& witness : out) {
+      if (!sender.empty() && witness.primary == sender) witness.streamers.push_back(obs.member);
+    }
+  }
+  return out;
+}
+
+std::string WitnessText(const std::vector<Witness>& witnesses, const std::string& alone) {
+  std::string out;
+  for (const auto& witness : witnesses) {
+    if (!out.empty()) out += "; ";
+    if (witness.streamers.empty()) {
+      out += "nobody streams from " + witness.primary + alone;
+      continue;
+    }
+    for (size_t i = 0; i < witness.streamers.size(); ++i) {
+      out += (i == 0 ? "" : ", ") + witness.streamers[i];
+    }
+    out += (witness.streamers.size() == 1 ? " streams from " : " stream from ") + witness.primary;
+  }
+  return out;
 }
 
 }  // namespace sbd

@@ -43,6 +43,19 @@ struct ProbeFailure {
   std::string message;
 };
 
+/// What a standby's WAL receiver (pg_stat_wal_receiver) says about the server it streams from.
+/// Without pg_read_all_stats (pg_monitor has it) the server shows only that a receiver runs:
+/// then `hidden` is true and every other field is empty, never a guessed value.
+struct WalReceiverReading {
+  bool hidden = false;
+  std::string status;             ///< streaming, waiting, starting, stopping, ...
+  std::string sender_host;        ///< host (or socket directory) it streams from; may be empty
+  int sender_port = 0;            ///< 0 when unknown
+  std::int64_t received_tli = 0;  ///< the timeline of the last WAL flushed; 0 when unknown
+  std::string flushed_lsn;        ///< last WAL position flushed to disk, LSN text
+  std::string latest_end_time;    ///< when the sender last reported its position, ISO-8601 UTC
+};
+
 /// What PostgreSQL said about itself, read in one round trip.
 struct PostgresReading {
   bool in_recovery = true;
@@ -56,6 +69,8 @@ struct PostgresReading {
   int server_version = 0;         ///< server_version_num
   std::string postmaster_start;   ///< pg_postmaster_start_time() as ISO-8601 text
   int backend_pid = 0;            ///< the session that read it (pg_backend_pid())
+  /// A standby's WAL receiver, when one runs (none on a primary or a disconnected standby).
+  std::optional<WalReceiverReading> upstream;
 };
 
 /// One member as Patroni's GET /cluster lists it.

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "detector/common/json_text.h"
+#include "probes/postgres.h"
 
 namespace sbd {
 namespace {
@@ -207,6 +208,43 @@ void AddManagerFields(const MemberHistory& h, nlohmann::json& member) {
   }
 }
 
+// Whom the member's WAL receiver streams from, read this round: a member's name when its
+// sender matches a member's address (SenderMember), else the raw host:port; null when it
+// was read and runs no receiver (a primary, or a standby that lost its upstream).
+void AddStreamsFrom(const MemberHistory& h, const std::vector<MemberSpec>& members,
+                    nlohmann::json& member) {
+  const PostgresReading* r = h.last ? h.last->reading() : nullptr;
+  if (r == nullptr) return;
+  if (!r->upstream) {
+    member["streams_from"] = nullptr;
+    return;
+  }
+  const WalReceiverReading& up = *r->upstream;
+  if (up.hidden) {
+    member["streams_from"] = {{"from", "hidden"}, {"hidden", true}};
+    return;
+  }
+  const std::string name = SenderMember(up, members);
+  const std::string address = SenderAddress(up);
+  member["streams_from"] = {{"from", name.empty() ? address : name},
+                            {"member", name.empty() ? nlohmann::json() : nlohmann::json(name)},
+                            {"address", address},
+                            {"status", up.status},
+                            {"timeline", up.received_tli},
+                            {"flushed_lsn", up.flushed_lsn},
+                            {"latest_end_time", up.latest_end_time}};
+}
+
+// For each member writable this round, the members read streaming from it in the same round.
+nlohmann::json WitnessesJson(const ClusterSnapshot& c) {
+  std::vector<std::string> writable = c.assessment.writable;
+  writable.insert(writable.end(), c.assessment.drift.begin(), c.assessment.drift.end());
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& w : Witnesses(c.spec.members, c.last_round, writable))
+    out[w.primary] = w.streamers;
+  return out;
+}
+
 nlohmann::json MemberJson(const ClusterSnapshot& c, const MemberSpec& spec) {
   const Assessment& a = c.assessment;
   auto it = c.history.members.find(spec.name);
@@ -218,6 +256,7 @@ nlohmann::json MemberJson(const ClusterSnapshot& c, const MemberSpec& spec) {
   if (spec.discovered) member["discovered"] = true;
   if (c.lock.has_store) AddLockFields(spec, h, a, member);
   if (h != nullptr) AddManagerFields(*h, member);
+  if (h != nullptr) AddStreamsFrom(*h, c.spec.members, member);
   return member;
 }
 
@@ -254,6 +293,7 @@ void AddRoundFields(const ClusterSnapshot& c, nlohmann::json& cluster) {
     cluster["evidence"]["zombies"] = a.zombies;
   }
   if (!c.spec.scope.empty()) cluster["evidence"]["other_scope"] = a.other_scope;
+  cluster["witnesses"] = WitnessesJson(c);
   cluster["confirmations"] = {{"confirmed", c.confirmations_accepted},
                               {"rejected", c.confirmations_rejected}};
   for (const auto& spec : c.spec.members) cluster["members"].push_back(MemberJson(c, spec));
@@ -389,9 +429,20 @@ void MemberErrorsText(const nlohmann::json& cluster, std::ostream& out) {
   }
 }
 
+// "Witnesses: pg-b, pg-c stream from pg-a; nobody streams from pg-d".
+void WitnessesText(const nlohmann::json& cluster, std::ostream& out) {
+  if (!cluster.contains("witnesses") || cluster["witnesses"].empty()) return;
+  std::vector<Witness> witnesses;
+  for (const auto& [primary, streamers] : cluster["witnesses"].items()) {
+    witnesses.push_back(Witness{primary, streamers.get<std::vector<std::string>>()});
+  }
+  out << "Witnesses: " << WitnessText(witnesses) << "\n";
+}
+
 void ClusterText(const nlohmann::json& cluster, std::ostream& out) {
   MemberTableText(cluster, out);
   if (cluster.contains("lock")) LockText(cluster["lock"], out);
+  WitnessesText(cluster, out);
   out << "Verdict: " << cluster["verdict"].get<std::string>() << " - "
       << cluster["summary"].get<std::string>() << "\n";
   SuppressionsText(cluster, out);

@@ -218,18 +218,35 @@ std::string LastProbe(const json& m, WallClock::time_point now) {
   return html;
 }
 
+// Whom the member's WAL receiver streams from (status.cpp's streams_from): a member, or the
+// raw host:port of a server that is not one; empty when not read this round.
+std::string StreamsFrom(const json& m) {
+  if (!m.is_object() || !m.contains("streams_from")) return "";
+  const json& from = Field(m, "streams_from");
+  if (from.is_null()) return "<span class=\"muted\">nobody</span>";
+  if (Bool(from, "hidden")) {
+    return "<span class=\"muted\">hidden (the role lacks pg_read_all_stats)</span>";
+  }
+  std::string html = Field(from, "member").is_string()
+                         ? Esc(from, "member")
+                         : "<code>" + Esc(from, "address") + "</code> (not a member)";
+  return html + " <span class=\"muted\">(" + Esc(from, "status") + ", TL " + Esc(from, "timeline") +
+         ", flushed " + Esc(from, "flushed_lsn") + ")</span>";
+}
+
 void MemberTable(const json& cluster, WallClock::time_point now, std::ostream& out) {
   out << "<table><thead><tr><th scope=\"col\">Member</th><th scope=\"col\">Address</th>"
          "<th scope=\"col\">State</th><th scope=\"col\">Role</th>"
-         "<th scope=\"col\">System identifier</th><th scope=\"col\">Timeline</th>"
+         "<th scope=\"col\">Streams from</th><th scope=\"col\">System identifier</th>"
+         "<th scope=\"col\">Timeline</th>"
          "<th scope=\"col\">Last seen writable</th><th scope=\"col\">Last probe</th>"
          "</tr></thead><tbody>";
   for (const auto& m : Array(cluster, "members")) {
     const std::string writable_seen = Str(m, "last_seen_writable");
     out << "<tr><th scope=\"row\">" << Esc(m, "name") << "</th><td>" << Esc(m, "address")
         << "</td><td>" << MemberState(m) << "</td><td>" << MemberRole(m) << "</td><td>"
-        << ShortSystemId(Str(m, "system_identifier")) << "</td><td>" << Esc(m, "timeline")
-        << "</td><td>"
+        << StreamsFrom(m) << "</td><td>" << ShortSystemId(Str(m, "system_identifier"))
+        << "</td><td>" << Esc(m, "timeline") << "</td><td>"
         << (writable_seen.empty() ? "<span class=\"muted\">never</span>"
                                   : TimeHtml(writable_seen, now))
         << "</td><td>" << LastProbe(m, now) << "</td></tr>";

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "probes/postgres.h"
+
 namespace sbd {
 namespace {
 
@@ -296,6 +298,16 @@ void Decide(bool confirmed, Assessment& a) {
   a.summary = summary.str();
 }
 
+// A split brain or a suspicion names who streams from each writable member (the replicas
+// witness which primary they still follow); one nobody follows is on its own.
+void AppendWitnesses(const ClusterSpec& spec, const std::vector<Observation>& round,
+                     Assessment& a) {
+  if (a.verdict != Verdict::kSplitBrain && a.verdict != Verdict::kSuspected) return;
+  if (a.writable.empty()) return;
+  a.summary += "; witnesses: " +
+               WitnessText(Witnesses(spec.members, round, a.writable), ": it is on its own");
+}
+
 }  // namespace
 
 Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round,
@@ -307,6 +319,7 @@ Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round
   ClassifyMembers(spec, round, history, a);
   FindZombies(dcs, round, a);
   Decide(confirmed, a);
+  AppendWitnesses(spec, round, a);
   a.raw_verdict = a.verdict;
   return a;
 }
