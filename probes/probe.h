@@ -43,6 +43,13 @@ struct ProbeFailure {
   std::string message;
 };
 
+/// One line of a timeline history file: the lineage left `parent_timeline` at `switch_lsn`.
+struct TimelineSwitch {
+  std::int64_t parent_timeline = 0;
+  std::uint64_t switch_lsn = 0;  ///< byte offset
+  std::string switch_lsn_text;   ///< as PostgreSQL prints it ("0/3000148")
+};
+
 /// What PostgreSQL said about itself, read in one round trip.
 struct PostgresReading {
   bool in_recovery = true;
@@ -56,6 +63,11 @@ struct PostgresReading {
   int server_version = 0;         ///< server_version_num
   std::string postmaster_start;   ///< pg_postmaster_start_time() as ISO-8601 text
   int backend_pid = 0;            ///< the session that read it (pg_backend_pid())
+  /// A writable member on a timeline above 1: the history of `timeline` (every parent and
+  /// where the lineage left it, oldest first), read once per timeline from its history file.
+  /// Empty otherwise, and when it could not be read (then `timeline_history_error` says why).
+  std::vector<TimelineSwitch> timeline_history;
+  std::string timeline_history_error;  ///< why the history is unknown; empty when known or unwanted
 };
 
 /// One member as Patroni's GET /cluster lists it.
