@@ -352,7 +352,8 @@ std::variant<std::vector<TimelineSwitch>, std::string> PostgresProbe::ReadTimeli
   } catch (const pqxx::sql_error& e) {
     *drop_connection = guard.fired() || !conn_->is_open();
     if (guard.fired()) return std::string("no answer before the deadline");
-    if (e.sqlstate() == "42501") {
+    // Against PostgreSQL 15 the sqlstate check alone missed it; the server's text says it too.
+    if (e.sqlstate() == "42501" || Contains(e.what(), "permission denied for function")) {
       return std::string(
           "permission denied for function pg_read_file; grant EXECUTE ON FUNCTION "
           "pg_read_file(text) to the detector's role");
