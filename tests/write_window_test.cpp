@@ -4,6 +4,11 @@
 #include "detector/engine/write_window.h"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "detector/output/alerts.h"
+#include "detector/output/metrics.h"
+#include "detector/output/status.h"
 
 namespace sbd {
 namespace {
@@ -109,6 +114,77 @@ TEST_CASE("write window: a holder behind the point its timeline ended is not cou
   CHECK(w->fork_lsn == "0/C8");
   CHECK(w->holders[0].unknown_reason == "its WAL position 0/50 is behind the switch point 0/64");
   CHECK(w->holders[1].wal_bytes_since_fork == std::optional<std::uint64_t>(8800));
+}
+
+}  // namespace sbd
+
+namespace sbd {
+namespace {
+
+// An open incident whose write window knows pg-a's count (3 MiB + 1) but not pg-b's.
+ClusterSnapshot Incident() {
+  ClusterSnapshot c;
+  c.spec = TwoMembers();
+  c.has_round = true;
+  c.split_brain_open = true;
+  c.assessment.verdict = Verdict::kSplitBrain;
+  WriteWindow w;
+  w.fork_lsn = "0/3000148";
+  w.fork_timeline = 2;
+  w.double_write_seconds = 12.5;
+  HolderWrites a;
+  a.member = "pg-a";
+  a.first_writable = kT0;
+  a.wal_bytes_since_fork = 3 * 1024 * 1024 + 1;
+  HolderWrites b;
+  b.member = "pg-b";
+  b.first_writable = kT0 + std::chrono::seconds(4);
+  b.unknown_reason = "its WAL position 0/1 is behind the switch point 0/3000148";
+  w.holders = {a, b};
+  c.write_window = w;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("write window: the page rounds WAL down to a power of two and names the unknown",
+          "[write_window]") {
+  const auto alerts = AlertsFor(Incident(), AlertingSpec{}, AlertLinks{});
+  REQUIRE(alerts.size() == 1);
+  const std::string& description = alerts.front().annotations.at("description");
+  CHECK(description.find("Write window: fork at 0/3000148 (timeline 2); two writable since " +
+                         FormatTime(kT0 + std::chrono::seconds(4)) + ".") != std::string::npos);
+  CHECK(description.find("pg-a: at least 2 MiB of WAL since the fork.") != std::string::npos);
+  CHECK(description.find("pg-b: WAL since the fork unknown (its WAL position 0/1 is behind") !=
+        std::string::npos);
+}
+
+TEST_CASE("write window: metrics exist only for known values, and only during an incident",
+          "[write_window]") {
+  ClusterSnapshot c = Incident();
+  std::string text = RenderMetrics(DetectorCollector([&] { return std::vector{c}; }, nullptr));
+  CHECK(text.find("splitbrain_incident_wal_bytes_since_fork{cluster=\"demo\",member=\"pg-a\"} "
+                  "3145729") != std::string::npos);
+  CHECK(text.find("member=\"pg-b\"} ") == std::string::npos);
+  CHECK(text.find("splitbrain_incident_double_write_seconds{cluster=\"demo\"} 12.5") !=
+        std::string::npos);
+  c.write_window.reset();
+  text = RenderMetrics(DetectorCollector([&] { return std::vector{c}; }, nullptr));
+  CHECK(text.find("splitbrain_incident_wal_bytes_since_fork{") == std::string::npos);
+  CHECK(text.find("splitbrain_incident_double_write_seconds{") == std::string::npos);
+}
+
+TEST_CASE("write window: /status gives each count or its reason, never a zero", "[write_window]") {
+  const nlohmann::json cluster = StatusJson({Incident()})["clusters"][0];
+  CHECK(cluster["write_window"]["fork_lsn"] == "0/3000148");
+  CHECK(cluster["write_window"]["double_write_seconds"] == 12.5);
+  CHECK(cluster["members"][0]["wal_bytes_since_fork"] == 3 * 1024 * 1024 + 1);
+  CHECK_FALSE(cluster["members"][1].contains("wal_bytes_since_fork"));
+  CHECK(cluster["write_window"]["holders"][1]["wal_bytes_since_fork_unknown_reason"] ==
+        "its WAL position 0/1 is behind the switch point 0/3000148");
+  CHECK(StatusText({Incident()})
+            .find("Write window: fork at 0/3000148 (timeline 2); two "
+                  "writable for 12s; pg-a: 3145729 bytes") != std::string::npos);
 }
 
 }  // namespace sbd
