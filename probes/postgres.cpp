@@ -1,8 +1,11 @@
 #include "probes/postgres.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <pqxx/pqxx>
+#include <sstream>
 
 #include "probes/deadline_watchdog.h"
 
@@ -78,7 +81,93 @@ std::optional<WalReceiverReading> ReadWalReceiver(const pqxx::row& row,
   return upstream;
 }
 
+// "%X/%X" as PostgreSQL prints an LSN: two runs of 1-8 hex digits around a slash.
+bool ParseLsn(const std::string& text, std::uint64_t* out) {
+  const auto slash = text.find('/');
+  if (slash == std::string::npos) return false;
+  auto hex = [](const std::string& part, std::uint64_t* value) {
+    if (part.empty() || part.size() > 8) return false;
+    *value = 0;
+    for (char ch : part) {
+      const int digit = std::isdigit(static_cast<unsigned char>(ch)) ? ch - '0'
+                        : (ch >= 'A' && ch <= 'F')                   ? ch - 'A' + 10
+                        : (ch >= 'a' && ch <= 'f')                   ? ch - 'a' + 10
+                                                                     : -1;
+      if (digit < 0) return false;
+      *value = *value * 16 + static_cast<std::uint64_t>(digit);
+    }
+    return true;
+  };
+  std::uint64_t high = 0;
+  std::uint64_t low = 0;
+  if (!hex(text.substr(0, slash), &high) || !hex(text.substr(slash + 1), &low)) return false;
+  *out = (high << 32) | low;
+  return true;
+}
+
+bool IsBlank(char ch) { return ch == ' ' || ch == '\t'; }
+
+// The next run of non-blank characters from `pos`, skipping blanks before it.
+std::string NextField(const std::string& line, size_t* pos) {
+  while (*pos < line.size() && IsBlank(line[*pos])) ++*pos;
+  const size_t start = *pos;
+  while (*pos < line.size() && !IsBlank(line[*pos])) ++*pos;
+  return line.substr(start, *pos - start);
+}
+
+// One history line: "parentTLI<blank>LSN[<blank>reason]", or what is wrong with it.
+std::variant<TimelineSwitch, std::string> ParseHistoryLine(const std::string& line) {
+  size_t pos = 0;
+  const std::string parent = NextField(line, &pos);
+  const std::string lsn = NextField(line, &pos);
+  if (parent.empty() || parent.size() > 10 ||
+      !std::all_of(parent.begin(), parent.end(),
+                   [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
+    return std::string("the parent timeline is not a number");
+  }
+  TimelineSwitch entry;
+  entry.parent_timeline = std::stoll(parent);
+  if (entry.parent_timeline < 1 || entry.parent_timeline > 0xFFFFFFFFLL) {
+    return std::string("the parent timeline is out of range");
+  }
+  if (!ParseLsn(lsn, &entry.switch_lsn)) return std::string("the switch point is not an LSN");
+  entry.switch_lsn_text = lsn;
+  if (pos < line.size() && !IsBlank(line[pos])) return std::string("no blank after the LSN");
+  return entry;
+}
+
 }  // namespace
+
+std::variant<std::vector<TimelineSwitch>, std::string> ParseTimelineHistory(const std::string& text,
+                                                                            std::int64_t timeline) {
+  if (text.size() > kMaxTimelineHistoryBytes) {
+    return "the history file is larger than " + std::to_string(kMaxTimelineHistoryBytes) + " bytes";
+  }
+  std::vector<TimelineSwitch> switches;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    size_t first = 0;
+    while (first < line.size() && IsBlank(line[first])) ++first;
+    if (first == line.size() || line[first] == '#') continue;
+    auto parsed = ParseHistoryLine(line);
+    const std::string where = "history line " + std::to_string(number) + ": ";
+    if (auto* error = std::get_if<std::string>(&parsed)) return where + *error;
+    auto& entry = std::get<TimelineSwitch>(parsed);
+    if (entry.parent_timeline >= timeline) {
+      return where + "parent timeline " + std::to_string(entry.parent_timeline) +
+             " is not below timeline " + std::to_string(timeline);
+    }
+    if (!switches.empty() && (entry.parent_timeline <= switches.back().parent_timeline ||
+                              entry.switch_lsn < switches.back().switch_lsn)) {
+      return where + "timelines or switch points go back";
+    }
+    switches.push_back(std::move(entry));
+  }
+  if (switches.empty()) return std::string("the history file names no parent timeline");
+  return switches;
+}
 
 PostgresProbe::PostgresProbe(MemberSpec member, Millis timeout)
     : member_(std::move(member)), timeout_(timeout) {}
@@ -179,6 +268,9 @@ Observation PostgresProbe::Probe(SteadyClock::time_point deadline, StartGate* ga
   bool drop_connection = false;
   obs.result = Read(deadline, &drop_connection);
   obs.window.received = SteadyClock::now();
+  if (auto* reading = std::get_if<PostgresReading>(&obs.result); reading && !drop_connection) {
+    AddTimelineHistory(*reading, deadline, &drop_connection);
+  }
   // Only now, with the watchdog disarmed, may the socket be closed.
   if (drop_connection) conn_.reset();
   if (auto* failure = std::get_if<ProbeFailure>(&obs.result)) {
@@ -290,6 +382,71 @@ std::string WitnessText(const std::vector<Witness>& witnesses, const std::string
     out += (witness.streamers.size() == 1 ? " streams from " : " stream from ") + witness.primary;
   }
   return out;
+}
+
+void PostgresProbe::AddTimelineHistory(PostgresReading& reading, SteadyClock::time_point deadline,
+                                       bool* drop_connection) {
+  if (!reading.writable() || reading.timeline <= 1) return;
+  constexpr auto kRetryAfterFailure = std::chrono::seconds(60);
+  const auto key = std::make_pair(reading.system_identifier, reading.timeline);
+  auto it = histories_.find(key);
+  const auto now = SteadyClock::now();
+  if (it == histories_.end() ||
+      (it->second.switches.empty() && now - it->second.failed_at >= kRetryAfterFailure)) {
+    if (now >= deadline) {
+      reading.timeline_history_error = "not read yet: no time left in this probe";
+      return;
+    }
+    if (histories_.size() >= 8) histories_.clear();
+    auto read = ReadTimelineHistory(reading.timeline, deadline, drop_connection);
+    HistoryEntry entry;
+    if (auto* switches = std::get_if<std::vector<TimelineSwitch>>(&read)) {
+      entry.switches = std::move(*switches);
+    } else {
+      entry.error = std::get<std::string>(read);
+      entry.failed_at = now;
+    }
+    it = histories_.insert_or_assign(key, std::move(entry)).first;
+  }
+  reading.timeline_history = it->second.switches;
+  reading.timeline_history_error = it->second.error;
+}
+
+std::variant<std::vector<TimelineSwitch>, std::string> PostgresProbe::ReadTimelineHistory(
+    std::int64_t timeline, SteadyClock::time_point deadline, bool* drop_connection) {
+  if (timeline > 0xFFFFFFFFLL) return std::string("timeline out of range");
+  char file[64];
+  std::snprintf(file, sizeof file, "pg_wal/%08llX.history", static_cast<long long>(timeline));
+  // Inside the data directory, so EXECUTE on pg_read_file(text) is all the role needs; at most
+  // one character past the limit comes back, so that a longer file is refused, not truncated.
+  const std::string sql = std::string("SELECT left(pg_read_file('") + file + "'), " +
+                          std::to_string(kMaxTimelineHistoryBytes + 1) + ")";
+  auto guard = DeadlineWatchdog::Instance().Arm(conn_->sock(), deadline);
+  try {
+    pqxx::read_transaction tx(*conn_, "timeline_history");
+    pqxx::result rows = tx.exec(sql);
+    tx.commit();
+    if (rows.size() != 1 || rows[0].size() != 1 || rows[0][0].is_null()) {
+      return std::string(file) + ": unexpected result shape";
+    }
+    auto parsed = ParseTimelineHistory(rows[0][0].as<std::string>(), timeline);
+    if (auto* error = std::get_if<std::string>(&parsed)) return std::string(file) + ": " + *error;
+    return parsed;
+  } catch (const pqxx::sql_error& e) {
+    *drop_connection = guard.fired() || !conn_->is_open();
+    if (guard.fired()) return std::string("no answer before the deadline");
+    // Against PostgreSQL 15 the sqlstate check alone missed it; the server's text says it too.
+    if (e.sqlstate() == "42501" || Contains(e.what(), "permission denied for function")) {
+      return std::string(
+          "permission denied for function pg_read_file; grant EXECUTE ON FUNCTION "
+          "pg_read_file(text) to the detector's role");
+    }
+    return std::string(file) + ": " + Trim(e.what());
+  } catch (const std::exception& e) {
+    *drop_connection = true;
+    if (guard.fired()) return std::string("no answer before the deadline");
+    return std::string(file) + ": " + Trim(e.what());
+  }
 }
 
 }  // namespace sbd

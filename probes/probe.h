@@ -56,6 +56,13 @@ struct WalReceiverReading {
   std::string latest_end_time;    ///< when the sender last reported its position, ISO-8601 UTC
 };
 
+/// One line of a timeline history file: the lineage left `parent_timeline` at `switch_lsn`.
+struct TimelineSwitch {
+  std::int64_t parent_timeline = 0;
+  std::uint64_t switch_lsn = 0;  ///< byte offset
+  std::string switch_lsn_text;   ///< as PostgreSQL prints it ("0/3000148")
+};
+
 /// What PostgreSQL said about itself, read in one round trip.
 struct PostgresReading {
   bool in_recovery = true;
@@ -71,6 +78,11 @@ struct PostgresReading {
   int backend_pid = 0;            ///< the session that read it (pg_backend_pid())
   /// A standby's WAL receiver, when one runs (none on a primary or a disconnected standby).
   std::optional<WalReceiverReading> upstream;
+  /// A writable member on a timeline above 1: the history of `timeline` (every parent and
+  /// where the lineage left it, oldest first), read once per timeline from its history file.
+  /// Empty otherwise, and when it could not be read (then `timeline_history_error` says why).
+  std::vector<TimelineSwitch> timeline_history;
+  std::string timeline_history_error;  ///< why the history is unknown; empty when known or unwanted
 };
 
 /// One member as Patroni's GET /cluster lists it.

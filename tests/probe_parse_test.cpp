@@ -11,6 +11,7 @@
 #include "probes/http_json.h"
 #include "probes/json_fields.h"
 #include "probes/patroni.h"
+#include "probes/postgres.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 
@@ -311,6 +312,53 @@ TEST_CASE("config parser: a text yaml-cpp's LoadAll never finishes is an error",
     auto result = ParseConfig(text, "c.yml");
     CHECK(std::holds_alternative<std::vector<ConfigError>>(result));
   }
+}
+
+}  // namespace sbd
+
+namespace sbd {
+
+TEST_CASE("timeline history: the lines PostgreSQL writes parse, oldest first", "[probe]") {
+  auto parsed = ParseTimelineHistory(
+      "1\t0/3000148\tno recovery target specified\n\n# a comment\n"
+      "2\tA/FF000028\tat restore point \"x\"\n",
+      3);
+  REQUIRE(std::holds_alternative<std::vector<TimelineSwitch>>(parsed));
+  const auto& switches = std::get<std::vector<TimelineSwitch>>(parsed);
+  REQUIRE(switches.size() == 2);
+  CHECK(switches[0].parent_timeline == 1);
+  CHECK(switches[0].switch_lsn == 0x3000148u);
+  CHECK(switches[0].switch_lsn_text == "0/3000148");
+  CHECK(switches[1].parent_timeline == 2);
+  CHECK(switches[1].switch_lsn == ((std::uint64_t{0xA} << 32) | 0xFF000028u));
+}
+
+TEST_CASE("timeline history: malformed text is an error naming the line", "[probe]") {
+  auto error = [](const std::string& text, std::int64_t timeline) {
+    auto parsed = ParseTimelineHistory(text, timeline);
+    REQUIRE(std::holds_alternative<std::string>(parsed));
+    return std::get<std::string>(parsed);
+  };
+  CHECK(error("", 2) == "the history file names no parent timeline");
+  CHECK(error("# only a comment\n", 2) == "the history file names no parent timeline");
+  CHECK(error("x\t0/1\treason\n", 2) == "history line 1: the parent timeline is not a number");
+  CHECK(error("1\t0/1\n-2\t0/2\n", 3) == "history line 2: the parent timeline is not a number");
+  CHECK(error("1\t0/ZZ\n", 2) == "history line 1: the switch point is not an LSN");
+  CHECK(error("1\t0/123456789\n", 2) == "history line 1: the switch point is not an LSN");
+  CHECK(error("1\t03000148\n", 2) == "history line 1: the switch point is not an LSN");
+  CHECK(error("1\n", 2) == "history line 1: the switch point is not an LSN");
+  CHECK(error("0\t0/1\n", 2) == "history line 1: the parent timeline is out of range");
+  CHECK(error("99999999999\t0/1\n", 2) == "history line 1: the parent timeline is not a number");
+  CHECK(error("2\t0/1\n", 2) == "history line 1: parent timeline 2 is not below timeline 2");
+  CHECK(error("1\t0/5\n1\t0/6\n", 3) == "history line 2: timelines or switch points go back");
+  CHECK(error("1\t0/5\n2\t0/4\n", 3) == "history line 2: timelines or switch points go back");
+}
+
+TEST_CASE("timeline history: a file over the size limit is refused, not truncated", "[probe]") {
+  std::string huge = "1\t0/3000148\t" + std::string(kMaxTimelineHistoryBytes, 'r') + "\n";
+  auto parsed = ParseTimelineHistory(huge, 2);
+  REQUIRE(std::holds_alternative<std::string>(parsed));
+  CHECK(std::get<std::string>(parsed) == "the history file is larger than 65536 bytes");
 }
 
 }  // namespace sbd

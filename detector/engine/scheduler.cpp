@@ -643,6 +643,11 @@ Scheduler::RoundListener Scheduler::RecordRound(ClusterRuntime& cluster, RoundRe
   if (transition) RecordTransition(state, *transition, times.end_wall);
   LogNewSuppressions(spec, state.assessment, assessment);
   RecordVerdict(state, std::move(assessment), times.end_wall);
+  const auto& per_lineage = state.assessment.writable_per_lineage;
+  auto in_lineage = per_lineage.find(state.history.lineage);
+  state.write_window = AssessWriteWindow(
+      spec, state.history,
+      state.split_brain_open || (in_lineage != per_lineage.end() && in_lineage->second >= 2));
   state.last_round = std::move(round);
   UpdateForks(active, times.end_wall);
   const bool undeclared_fork =

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "detector/config/config.h"
+#include "detector/engine/write_window.h"
 #include "detector/verdicts/lineage.h"
 #include "detector/verdicts/verdict.h"
 #include "probes/probe.h"
@@ -101,6 +102,9 @@ struct ClusterSnapshot {
   /// mid-incident therefore never resolves the page (it was not seen to be over).
   bool split_brain_open = false;
   WallClock::time_point split_brain_opened_at{};
+  /// During an incident (split brain open, or two writable in the lineage): the fork point,
+  /// what each writable member wrote since it, and the double-write window; nullopt outside.
+  std::optional<WriteWindow> write_window;
 
   /// The lock: whether a store keeps its record, and where.
   LockDescription lock;

@@ -14,9 +14,49 @@ std::string Join(const std::vector<std::string>& items) {
   return out;
 }
 
+// A byte count as its power-of-two floor ("at least 16 MiB"): it changes only when the
+// damage doubles, so a growing count re-sends the page on news, not on every round.
+std::string AtLeast(std::uint64_t bytes) {
+  if (bytes == 0) return "0 bytes";
+  std::uint64_t floor = 1;
+  while (floor <= bytes / 2) floor *= 2;
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int unit = 0;
+  while (floor >= 1024) {
+    floor /= 1024;
+    ++unit;
+  }
+  return "at least " + std::to_string(floor) + " " + units[unit];
+}
+
+// How bad it is: the fork point, when two became writable, and each holder's WAL since the
+// fork (or why it is unknown).
+std::string WriteWindowEvidence(const WriteWindow& w) {
+  std::ostringstream out;
+  out << "\nWrite window: "
+      << (w.fork_lsn.empty()
+              ? w.fork_unknown_reason
+              : "fork at " + w.fork_lsn + " (timeline " + std::to_string(w.fork_timeline) + ")");
+  std::optional<WallClock::time_point> both_since;
+  for (const auto& h : w.holders) {
+    if (h.first_writable)
+      both_since = std::max(both_since.value_or(*h.first_writable), *h.first_writable);
+  }
+  if (w.double_write_seconds && both_since)
+    out << "; two writable since " << FormatTime(*both_since);
+  out << ".";
+  for (const auto& h : w.holders) {
+    out << " " << h.member << ": "
+        << (h.wal_bytes_since_fork ? AtLeast(*h.wal_bytes_since_fork) + " of WAL since the fork"
+                                   : "WAL since the fork unknown (" + h.unknown_reason + ")")
+        << ".";
+  }
+  return out.str();
+}
+
 // Every member's evidence in one line each: what on-call reads in the notification. Only
-// facts that stay put while the incident lasts (no WAL position, lease countdown or live
-// heartbeat), so the pusher re-sends on real news, not on every round.
+// facts that stay put while the incident lasts (no exact WAL position, lease countdown or
+// live heartbeat), so the pusher re-sends on real news, not on every round.
 std::string Evidence(const ClusterSnapshot& c) {
   const Assessment& a = c.assessment;
   std::ostringstream out;
@@ -64,6 +104,7 @@ std::string Evidence(const ClusterSnapshot& c) {
       }
     }
   }
+  if (c.write_window) out << WriteWindowEvidence(*c.write_window);
   return out.str();
 }
 

@@ -222,6 +222,31 @@ std::vector<MetricFamily> MemberReadingFamilies(const std::vector<ClusterSnapsho
   return TakeAll({&up, &writable, &timeline, &wal, &info, &last_writable, &last_ok});
 }
 
+// During an incident only: WAL each holder wrote since the fork and how long two were
+// writable. Unknown values are absent (/status says why), never zero.
+std::vector<MetricFamily> WriteWindowFamilies(const std::vector<ClusterSnapshot>& clusters) {
+  Family since_fork("splitbrain_incident_wal_bytes_since_fork",
+                    "During a split brain: WAL the member wrote since its timeline parted from "
+                    "the other's (absent when the fork point is unknown; see /status).",
+                    MetricType::Gauge);
+  Family double_write("splitbrain_incident_double_write_seconds",
+                      "During a split brain: how long two members of the lineage were writable.",
+                      MetricType::Gauge);
+  for (const auto& c : clusters) {
+    if (!c.write_window) continue;
+    for (const auto& h : c.write_window->holders) {
+      if (h.wal_bytes_since_fork) {
+        since_fork.Add(MemberLabels(c.spec.name, h.member),
+                       static_cast<double>(*h.wal_bytes_since_fork));
+      }
+    }
+    if (c.write_window->double_write_seconds) {
+      double_write.Add({{"cluster", c.spec.name}}, *c.write_window->double_write_seconds);
+    }
+  }
+  return TakeAll({&since_fork, &double_write});
+}
+
 // Per member: how many probes ran, how long the last took, and why the failed ones failed.
 std::vector<MetricFamily> ProbeCounterFamilies(const std::vector<ClusterSnapshot>& clusters) {
   Family duration("splitbrain_probe_duration_seconds", "Duration of the member's last probe.",
@@ -526,6 +551,7 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
   Append(out, MemberLockFamilies(clusters));
   Append(out, PushFamilies(push_stats));
   out.push_back(SplitBrainIncidentFamily(clusters));
+  Append(out, WriteWindowFamilies(clusters));
   Append(out, SuppressionFamilies(clusters));
   Append(out, DeclarationFamilies(declarations));
   Append(out, SilenceFamilies(declarations));

@@ -260,6 +260,59 @@ nlohmann::json MemberJson(const ClusterSnapshot& c, const MemberSpec& spec) {
   return member;
 }
 
+// One line for people: the fork point, the double-write window, each holder's WAL since.
+std::string WriteWindowSummary(const WriteWindow& w) {
+  std::ostringstream out;
+  out << (w.fork_lsn.empty()
+              ? w.fork_unknown_reason
+              : "fork at " + w.fork_lsn + " (timeline " + std::to_string(w.fork_timeline) + ")");
+  if (w.double_write_seconds) {
+    out << "; two writable for " << static_cast<std::int64_t>(*w.double_write_seconds) << "s";
+  }
+  for (const auto& h : w.holders) {
+    out << "; " << h.member << ": ";
+    if (h.wal_bytes_since_fork) {
+      out << *h.wal_bytes_since_fork << " bytes of WAL since the fork";
+    } else {
+      out << "WAL since the fork unknown (" << h.unknown_reason << ")";
+    }
+  }
+  return out.str();
+}
+
+// During an incident: the fork point, the double-write window and each holder's WAL since the
+// fork, or why each is unknown (a missing number is never shown as zero).
+void AddWriteWindow(const WriteWindow& w, nlohmann::json& cluster) {
+  nlohmann::json window = {{"summary", WriteWindowSummary(w)},
+                           {"holders", nlohmann::json::array()}};
+  if (!w.fork_lsn.empty()) {
+    window["fork_lsn"] = w.fork_lsn;
+    window["fork_timeline"] = w.fork_timeline;
+  } else {
+    window["fork_unknown_reason"] = w.fork_unknown_reason;
+  }
+  if (w.double_write_seconds) window["double_write_seconds"] = *w.double_write_seconds;
+  for (const auto& h : w.holders) {
+    nlohmann::json holder = {{"member", h.member}};
+    if (h.first_writable) holder["first_seen_writable"] = FormatTime(*h.first_writable);
+    if (h.last_writable) holder["last_seen_writable"] = FormatTime(*h.last_writable);
+    if (h.wal_bytes_since_fork) {
+      holder["wal_bytes_since_fork"] = *h.wal_bytes_since_fork;
+    } else {
+      holder["wal_bytes_since_fork_unknown_reason"] = h.unknown_reason;
+    }
+    window["holders"].push_back(holder);
+  }
+  cluster["write_window"] = window;
+  for (auto& member : cluster["members"]) {
+    for (const auto& h : window["holders"]) {
+      if (h["member"] == member["name"] && h.contains("wal_bytes_since_fork")) {
+        member["wal_bytes_since_fork"] = h["wal_bytes_since_fork"];
+      }
+    }
+  }
+}
+
 // A cluster with a round: its verdict, the evidence behind it and every member.
 void AddRoundFields(const ClusterSnapshot& c, nlohmann::json& cluster) {
   const Assessment& a = c.assessment;
@@ -297,6 +350,7 @@ void AddRoundFields(const ClusterSnapshot& c, nlohmann::json& cluster) {
   cluster["confirmations"] = {{"confirmed", c.confirmations_accepted},
                               {"rejected", c.confirmations_rejected}};
   for (const auto& spec : c.spec.members) cluster["members"].push_back(MemberJson(c, spec));
+  if (c.write_window) AddWriteWindow(*c.write_window, cluster);
 }
 
 nlohmann::json ClusterJson(const ClusterSnapshot& c) {
@@ -439,6 +493,11 @@ void WitnessesText(const nlohmann::json& cluster, std::ostream& out) {
   out << "Witnesses: " << WitnessText(witnesses) << "\n";
 }
 
+void WriteWindowText(const nlohmann::json& cluster, std::ostream& out) {
+  if (!cluster.contains("write_window")) return;
+  out << "Write window: " << cluster["write_window"]["summary"].get<std::string>() << "\n";
+}
+
 void ClusterText(const nlohmann::json& cluster, std::ostream& out) {
   MemberTableText(cluster, out);
   if (cluster.contains("lock")) LockText(cluster["lock"], out);
@@ -447,6 +506,7 @@ void ClusterText(const nlohmann::json& cluster, std::ostream& out) {
       << cluster["summary"].get<std::string>() << "\n";
   SuppressionsText(cluster, out);
   LineageForksText(cluster, out);
+  WriteWindowText(cluster, out);
   MemberErrorsText(cluster, out);
   out << "\n";
 }

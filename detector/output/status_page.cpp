@@ -397,6 +397,10 @@ void ClusterArticle(const json& cluster, const json& status, int index, WallCloc
         << LookOf(verdict).runbook << "</a></p>";
   }
   ClusterNotes(cluster, out);
+  if (Field(cluster, "write_window").is_object()) {
+    out << "<p class=\"alert crit\">Write window: "
+        << Esc(Field(cluster, "write_window"), "summary") << "</p>";
+  }
   if (Field(cluster, "lock").is_object()) LockLine(Field(cluster, "lock"), now, out);
   MemberTable(cluster, now, out);
   WritableTimeline(cluster, index, now, out);
