@@ -580,6 +580,8 @@ void PatroniCluster::EnsureMonitorRole() {
   Query(leader, "SET client_min_messages = warning; GRANT pg_monitor TO " + user + ";");
   Query(leader,
         "GRANT EXECUTE ON FUNCTION pg_control_system(), pg_control_checkpoint() TO " + user);
+  // The fork point of a split brain (the new timeline's history file), as the README says.
+  Query(leader, "GRANT EXECUTE ON FUNCTION pg_read_file(text) TO " + user);
 }
 
 void PatroniCluster::WaitHealthy(seconds deadline) {
