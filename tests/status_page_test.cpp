@@ -341,6 +341,16 @@ TEST_CASE("status page: HtmlEscape escapes markup and replaces invalid UTF-8 and
   CHECK(HtmlEscape("a\xC3") == "a\xEF\xBF\xBD");                // truncated sequence
   CHECK(HtmlEscape("\xC0\xBC") == "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '<'
   CHECK(HtmlEscape("\xED\xA0\x80") == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  CHECK(HtmlEscape("a\xC2\x85"
+                   "b") ==
+        "a\xEF\xBF\xBD\xEF\xBF\xBD"
+        "b");  // C1 control (NEL)
+  CHECK(HtmlEscape("a\xC2\xA0"
+                   "b") ==
+        "a\xC2\xA0"
+        "b");  // U+00A0 is not a control
+  CHECK(HtmlEscape("\xF4\x90\x80\x80") ==
+        "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // beyond U+10FFFF
   CHECK(HtmlEscape(std::string("a\0b\x1b\x7f\tc\n", 8)) ==
         "a\xEF\xBF\xBD"
         "b\xEF\xBF\xBD\xEF\xBF\xBD\tc\n");

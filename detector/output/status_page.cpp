@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "detector/common/json_text.h"
+#include "detector/common/logfmt.h"
 #include "detector/config/declaration.h"
 #include "detector/output/status.h"
 
@@ -17,30 +18,14 @@ using nlohmann::json;
 
 const char* const kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
-// Length of the valid UTF-8 sequence starting at s[i], or 0 when none starts there.
+// Length of the valid UTF-8 sequence starting at s[i], or 0 when none starts there or it is
+// a C1 control (U+0080-U+009F, encoded C2 80-C2 9F): those are parse errors in HTML.
 size_t Utf8Length(const std::string& s, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = byte(i);
-  if (c < 0x80) return 1;
-  size_t n = 0;
-  unsigned code = 0;
-  unsigned min = 0;
-  if ((c & 0xE0) == 0xC0) {
-    n = 2, code = c & 0x1F, min = 0x80;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3, code = c & 0x0F, min = 0x800;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4, code = c & 0x07, min = 0x10000;
-  } else {
+  const size_t n = Utf8SequenceLength(s, i);
+  if (n == 2 && static_cast<unsigned char>(s[i]) == 0xC2 &&
+      static_cast<unsigned char>(s[i + 1]) <= 0x9F) {
     return 0;
   }
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    code = (code << 6) | (byte(i + k) & 0x3F);
-  }
-  if (code < min || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
-  if (code >= 0x80 && code <= 0x9F) return 0;  // C1 controls: parse errors in HTML
   return n;
 }
 
