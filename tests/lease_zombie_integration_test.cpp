@@ -113,3 +113,99 @@ TEST_CASE("Lease worker: acquires with its token, renews within the TTL, release
   }
   CHECK(redis.Command({"GET", "lease:demo"}) == "(nil)");
 }
+
+TEST_CASE("Application lease: a steady run has one claimer, the one the key's token names") {
+  RedisServer redis;
+  sbd::testing::TempDir logs("sbd-lease-logs");
+  LeaseWorker a(SBD_LEASE_WORKER, Worker(redis.port(), "token-a"), logs.path());
+  LeaseWorker b(SBD_LEASE_WORKER, Worker(redis.port(), "token-b"), logs.path());
+  LeaseWatch watch(redis, a, b);
+  REQUIRE(WaitFor([&] { return a.Claims() || b.Claims(); }, 2 * kRenew));
+  // Over two TTLs of renewals, every round: one claimer, named by the record, no zombie.
+  int rounds = 0;
+  const auto end = SteadyClock::now() + 2 * kTtl;
+  while (SteadyClock::now() < end) {
+    const auto next = SteadyClock::now() + kPoll;
+    const auto assessment = watch.Round();
+    CAPTURE(rounds);
+    REQUIRE(assessment.claimers.size() == 1);
+    CHECK_FALSE(assessment.split_brain());
+    CHECK(assessment.named_holder == assessment.claimers[0]);
+    CHECK(assessment.zombies.empty());
+    ++rounds;
+    std::this_thread::sleep_until(next);  // the poll period, not a wait for a condition
+  }
+  CHECK(rounds >= 20);
+}
+
+TEST_CASE("Application lease: the holder frozen past its TTL and resumed is named the zombie") {
+  for (int run = 1; run <= 3; ++run) {
+    CAPTURE(run);
+    RedisServer redis;
+    sbd::testing::TempDir logs("sbd-lease-logs");
+    LeaseWorker a(SBD_LEASE_WORKER, Worker(redis.port(), "token-a"), logs.path());
+    LeaseWorker b(SBD_LEASE_WORKER, Worker(redis.port(), "token-b"), logs.path());
+    LeaseWatch watch(redis, a, b);
+    REQUIRE(WaitFor([&] { return a.Claims() || b.Claims(); }, 2 * kRenew));
+    const bool a_holds = redis.Command({"GET", "lease:demo"}) == a.token();
+    const LeaseWorker& holder = a_holds ? a : b;
+    const LeaseWorker& other = a_holds ? b : a;
+    const std::string holder_member = a_holds ? "a" : "b";
+
+    // Freeze the holder just after a renewal, so that resumed it claims for about one period.
+    const long renewals = holder.Renewals();
+    REQUIRE(WaitFor([&] { return holder.Renewals() > renewals; }, 2 * kRenew, milliseconds(5)));
+    // The watch polls every kPoll from the freeze on, as a detector would, so the figure
+    // includes where resumption falls in the poll period; each run starts the polls at
+    // another phase.
+    std::atomic<bool> stop{false};
+    const auto first_poll = SteadyClock::now() + (run - 1) * milliseconds(70);
+    auto poller = std::async(std::launch::async, [&] {
+      std::optional<std::pair<SteadyClock::time_point, LeaseAssessment>> found;
+      std::this_thread::sleep_until(first_poll);  // the phase, not a wait for a condition
+      while (!stop && !found) {
+        const auto next = SteadyClock::now() + kPoll;
+        if (auto split = watch.ConfirmedSplitBrain()) {
+          found.emplace(SteadyClock::now(), *split);
+        } else {
+          std::this_thread::sleep_until(next);  // the poll period
+        }
+      }
+      return found;
+    });
+    holder.Freeze();
+    const auto frozen_at = SteadyClock::now();
+    REQUIRE(WaitFor(
+        [&] {
+          return redis.Command({"GET", "lease:demo"}) == other.token();
+        },
+        kTtl + 2 * kRenew));
+    REQUIRE(WaitFor([&] { return other.Claims(); }, kRenew));
+    holder.Resume();
+    const auto resumed_at = SteadyClock::now();
+    poller.wait_until(resumed_at + kTtl);
+    stop = true;
+    auto found = poller.get();
+    REQUIRE(found.has_value());
+    const auto named_at = found->first;
+    const auto confirmed = std::optional<LeaseAssessment>(found->second);
+    CHECK(named_at > resumed_at);  // nothing named while the holder was frozen
+    REQUIRE(confirmed.has_value());
+    REQUIRE(confirmed->zombies.size() == 1);
+    CHECK(confirmed->zombies[0].member == holder_member);
+    CHECK(confirmed->zombies[0].claimed_token == holder.token());
+    CHECK(confirmed->zombies[0].record_token == other.token());
+    CHECK(confirmed->named_holder == std::optional<std::string>(a_holds ? "b" : "a"));
+    CHECK(named_at - resumed_at < kTtl);
+
+    // The zombie window closes at its next renewal, which fails.
+    REQUIRE(WaitFor([&] { return !holder.Claims(); }, 2 * kRenew, milliseconds(10)));
+    const auto closed_at = SteadyClock::now();
+    std::printf(
+        "lease zombie run %d: frozen %.0f ms; zombie named %.0f ms after resumption; it stopped "
+        "claiming %.0f ms after resumption\n",
+        run, Millis(resumed_at - frozen_at), Millis(named_at - resumed_at),
+        Millis(closed_at - resumed_at));
+    std::fflush(stdout);
+  }
+}
