@@ -87,9 +87,15 @@ std::variant<std::string, ProbeFailure> MetricsClaimProbe::Fetch(SteadyClock::ti
   request.set_header("Accept", "text/plain;version=0.0.4");
   std::string body;
   bool too_big = false;
+  bool too_late = false;
   request.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
     if (body.size() + length > target_.max_body_bytes) {
       too_big = true;
+      return false;
+    }
+    // The read timeout bounds each read, not the body: a trickle must not outlast the deadline.
+    if (SteadyClock::now() >= deadline) {
+      too_late = true;
       return false;
     }
     body.append(data, length);
@@ -99,6 +105,8 @@ std::variant<std::string, ProbeFailure> MetricsClaimProbe::Fetch(SteadyClock::ti
   if (too_big) {
     return Malformed("answer larger than " + std::to_string(target_.max_body_bytes) + " bytes");
   }
+  if (too_late)
+    return ProbeFailure{ProbeFailureReason::kTimeout, "the answer outlasted the deadline"};
   if (!result) return SendFailure(result.error(), deadline);
   const std::string http = "GET " + path_ + ": HTTP " + std::to_string(result->status);
   if (result->status == 401 || result->status == 403) {

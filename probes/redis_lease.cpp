@@ -7,6 +7,7 @@
 #include <set>
 
 #include "detector/common/logfmt.h"
+#include "probes/deadline_watchdog.h"
 
 namespace sbd {
 
@@ -86,10 +87,15 @@ std::variant<std::vector<Reply>, ProbeFailure> Pipeline(redisContext* context,
       return ContextFailure(context, command[0], deadline);
     }
   }
+  // SO_RCVTIMEO bounds each read, not the lot: a server answering a byte at a time would
+  // outlast the deadline. The watchdog shuts the socket down at the deadline instead.
+  auto guard = DeadlineWatchdog::Instance().Arm(context->fd, deadline);
   std::vector<Reply> replies;
   for (const auto& command : commands) {
     void* raw = nullptr;
     if (redisGetReply(context, &raw) != REDIS_OK || raw == nullptr) {
+      if (guard.fired())
+        return ProbeFailure{ProbeFailureReason::kTimeout, command[0] + ": deadline"};
       return ContextFailure(context, command[0], deadline);
     }
     replies.emplace_back(static_cast<redisReply*>(raw));

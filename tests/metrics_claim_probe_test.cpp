@@ -128,6 +128,23 @@ TEST_CASE("MetricsClaimProbe: hung, oversized, non-200 and malformed are failure
   CHECK(ReasonOf(scheme.Probe(In(2000), nullptr)) == ProbeFailureReason::kConfig);
 }
 
+TEST_CASE("MetricsClaimProbe: an answer trickling in past the deadline is a timeout") {
+  ClaimServer server;
+  server.server().Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("text/plain", [](size_t offset, httplib::DataSink& sink) {
+      std::this_thread::sleep_for(milliseconds(50));  // the server's pace
+      const std::string line = "# padding\n";
+      sink.write(line.data(), line.size());
+      if (offset > 4000) sink.done();
+      return true;
+    });
+  });
+  MetricsClaimProbe probe(Target(server.url()));
+  const auto started = SteadyClock::now();
+  CHECK(ReasonOf(probe.Probe(In(400), nullptr)) == ProbeFailureReason::kTimeout);
+  CHECK(SteadyClock::now() - started < milliseconds(900));
+}
+
 TEST_CASE("MetricsClaimProbe: nothing listening is refused") {
   const int port = testing::FreeLoopbackPort();
   MetricsClaimProbe probe(Target("http://127.0.0.1:" + std::to_string(port) + "/metrics"));

@@ -1,6 +1,12 @@
-// The Redis lease record read from a real redis-server 7 on loopback.
+// The Redis lease record read from a real redis-server 7 on loopback (and one fake server).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <string>
+#include <thread>
 
 #include "probes/redis_lease.h"
 #include "tests/support/lease_sandbox.h"
@@ -135,6 +141,36 @@ TEST_CASE("RedisLeaseReader: a frozen server is a timeout at the deadline") {
   CHECK(took < std::chrono::milliseconds(800));
   // Resumed, the next read reconnects and works.
   CHECK(std::holds_alternative<LeaseRecord>(reader.Read(In(2000))));
+}
+
+TEST_CASE("RedisLeaseReader: a server trickling its answer past the deadline is a timeout") {
+  // A fake Redis that accepts, then sends a bulk reply one byte every 50 ms.
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(listen(listener, 4) == 0);
+  socklen_t length = sizeof(addr);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &length);
+  std::thread trickle([listener] {
+    const int client = accept(listener, nullptr, nullptr);
+    const std::string reply = "+string\r\n$100\r\n" + std::string(100, 'x');
+    for (char c : reply) {
+      if (send(client, &c, 1, MSG_NOSIGNAL) != 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the server's pace
+    }
+    close(client);
+  });
+  RedisLeaseReader reader(Local(ntohs(addr.sin_port)), Names({"k"}));
+  const auto started = SteadyClock::now();
+  auto result = reader.Read(In(400));
+  const auto took = SteadyClock::now() - started;
+  REQUIRE(std::holds_alternative<ProbeFailure>(result));
+  CHECK(std::get<ProbeFailure>(result).reason == ProbeFailureReason::kTimeout);
+  CHECK(took < std::chrono::milliseconds(900));
+  trickle.join();
+  close(listener);
 }
 
 TEST_CASE("RedisLeaseReader: a wrong password is an auth failure that names no secret") {
