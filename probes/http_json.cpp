@@ -83,9 +83,15 @@ std::variant<nlohmann::json, ProbeFailure> Fetch(const std::string& base, httpli
   client.set_keep_alive(false);
   std::string body;
   bool too_big = false;
+  bool too_late = false;
   request.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
     if (body.size() + length > max_bytes) {
       too_big = true;
+      return false;
+    }
+    // The read timeout bounds each read, not the answer: a trickle must not outlast the deadline.
+    if (SteadyClock::now() >= deadline) {
+      too_late = true;
       return false;
     }
     body.append(data, length);
@@ -95,6 +101,10 @@ std::variant<nlohmann::json, ProbeFailure> Fetch(const std::string& base, httpli
   if (too_big) {
     return ProbeFailure{ProbeFailureReason::kProtocol,
                         "answer larger than " + std::to_string(max_bytes) + " bytes"};
+  }
+  if (too_late) {
+    return ProbeFailure{ProbeFailureReason::kTimeout, request.method + " " + request.path +
+                                                          ": the answer outlasted the deadline"};
   }
   const std::string what_request = request.method + " " + request.path;
   if (!result) return SendFailure(result.error(), what_request, deadline);

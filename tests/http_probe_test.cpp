@@ -76,6 +76,24 @@ ProbeFailureReason ReasonOf(const std::variant<nlohmann::json, ProbeFailure>& re
 
 }  // namespace
 
+TEST_CASE("http probe: an answer trickling in past the deadline is a timeout", "[http]") {
+  LocalServer server;
+  server.server().Get("/patroni", [](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider(
+        "application/json", [](size_t offset, httplib::DataSink& sink) {
+          std::this_thread::sleep_for(milliseconds(50));  // the server's pace: each read is quick
+          const std::string chunk = offset == 0 ? "[" : "0,";
+          sink.write(chunk.data(), chunk.size());
+          if (offset > 4000) sink.done();
+          return true;
+        });
+  });
+  const auto started = SteadyClock::now();
+  CHECK(ReasonOf(FetchJson(server.url(), "/patroni", "", started + milliseconds(400))) ==
+        ProbeFailureReason::kTimeout);
+  CHECK(SteadyClock::now() - started < milliseconds(900));
+}
+
 TEST_CASE("http probe: a JSON answer is parsed", "[http]") {
   LocalServer server;
   server.server().Get("/patroni", [](const httplib::Request&, httplib::Response& res) {
