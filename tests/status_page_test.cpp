@@ -240,10 +240,11 @@ TEST_CASE("status page: hostile names, summaries, reasons and authors never beco
     tags.insert((*it)[1]);
   }
   const std::set<std::string> allowed = {
-      "html",  "head",  "meta",  "title", "style",   "body",    "header", "h1",      "h2",
-      "h3",    "p",     "span",  "code",  "nav",     "a",       "main",   "section", "article",
-      "table", "thead", "tbody", "tr",    "th",      "td",      "b",      "svg",     "rect",
-      "text",  "line",  "ul",    "li",    "details", "summary", "time",   "div"};
+      "html",    "head",    "meta",  "title",   "style", "body", "header", "h1",
+      "h2",      "h3",      "p",     "span",    "code",  "nav",  "a",      "main",
+      "section", "article", "table", "thead",   "tbody", "tr",   "th",     "td",
+      "b",       "svg",     "rect",  "text",    "line",  "ul",   "li",     "details",
+      "summary", "time",    "div",   "caption", "desc",  "defs", "pattern"};
   for (const auto& t : tags) CHECK(allowed.count(t) == 1);
   CheckWellFormed(html);
 }
@@ -390,6 +391,47 @@ TEST_CASE("status page: served at / with a strict CSP, behind the same basic aut
   CHECK(page->body.find("<span class=\"name\">served</span>") != std::string::npos);
   CHECK(page->body.find(">s2</th>") != std::string::npos);
   CHECK(page->body.find("<code class=\"verdict\">split_brain</code>") != std::string::npos);
+  exporter.Stop();
+}
+
+TEST_CASE("status page: served at / with the incident log's chart when a source is set",
+          "[status_page]") {
+  const auto now = WallClock::now();
+  const std::vector<ClusterSnapshot> clusters = {
+      Cluster("served", Verdict::kSplitBrain, {"s1", "s2"}, now)};
+  Exporter::Sources sources;
+  sources.metrics =
+      std::make_shared<DetectorCollector>([] { return std::vector<ClusterSnapshot>{}; }, nullptr);
+  sources.status = [&](bool) { return StatusJson(clusters).dump(); };
+  sources.ready = [] { return true; };
+  std::set<std::string> asked;
+  sources.incident_events = [&](const std::set<std::string>& names) {
+    asked = names;
+    return std::vector<IncidentEvent>{
+        {now - std::chrono::seconds(20),
+         "served",
+         "verdict_changed",
+         {{"from", "healthy"}, {"to", "split_brain"}}},
+        {now - std::chrono::seconds(10),
+         "served",
+         "member_state_changed",
+         {{"member", "s2"}, {"from", "standby"}, {"to", "writable"}}}};
+  };
+  Exporter exporter(sources, WebConfig{});
+  std::string error;
+  REQUIRE(exporter.Bind("127.0.0.1:0", &error));
+  exporter.Start();
+  httplib::Client client("127.0.0.1", exporter.port());
+  auto page = client.Get("/");
+  REQUIRE(page);
+  CHECK(asked == std::set<std::string>{"served"});
+  CHECK(page->body.find("<title>Who was writable when in served</title>") != std::string::npos);
+  // Before the log's first event nothing is known; then s2 was a standby, then writable.
+  const size_t s2 = page->body.find("<li>s2: no record ");
+  REQUIRE(s2 != std::string::npos);
+  const std::string item = page->body.substr(s2, page->body.find("</li>", s2) - s2);
+  CHECK(item.find("; standby ") != std::string::npos);
+  CHECK(item.find("; writable ") != std::string::npos);
   exporter.Stop();
 }
 

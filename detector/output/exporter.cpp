@@ -267,7 +267,9 @@ void Exporter::Route() {
   // The status page: the same data as /status, as HTML that needs no script and loads nothing.
   server_->Get("/", [this](const httplib::Request&, httplib::Response& res) {
     for (const auto& [name, value] : StatusPageHeaders()) res.set_header(name, value);
-    res.set_content(StatusHtmlFromJsonText(sources_.status(false), WallClock::now()),
+    StatusPageOptions options;
+    options.incidents = sources_.incident_events;
+    res.set_content(StatusHtmlFromJsonText(sources_.status(false), WallClock::now(), options),
                     "text/html; charset=utf-8");
   });
 }

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "detector/common/json_text.h"
 #include "detector/common/logfmt.h"
 #include "detector/config/declaration.h"
+#include "detector/output/incident_chart.h"
 #include "detector/output/status.h"
 
 namespace sbd {
@@ -147,6 +150,8 @@ table{border-collapse:collapse;margin:.4em 0}th,td{border:1px solid #ccc;padding
 text-align:left;vertical-align:top}th{background:#f3f3f3}
 .writable{font-weight:600}.muted{color:#555}details{margin:.3em 0}summary{cursor:pointer}
 svg{display:block;margin:.4em 0;max-width:100%;height:auto}
+.vh{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);
+clip-path:inset(50%);white-space:nowrap}
 )";
 
 // --- One cluster.
@@ -282,10 +287,9 @@ void WritableTimeline(const json& cluster, int index, WallClock::time_point now,
     const double ago = SecondsBetween(*at, now);
     return label_w + plot_w * (1 - std::clamp(ago, 0.0, window) / window);
   };
-  const std::string id = "tl-" + std::to_string(index);
-  out << "<svg role=\"img\" aria-labelledby=\"" << id << "\" width=\"" << label_w + plot_w + 10
-      << "\" height=\"" << height << "\" viewBox=\"0 0 " << label_w + plot_w + 10 << " " << height
-      << "\" xmlns=\"http://www.w3.org/2000/svg\"><title id=\"" << id << "\">Writable members of "
+  out << "<svg role=\"img\" width=\"" << label_w + plot_w + 10 << "\" height=\"" << height
+      << "\" viewBox=\"0 0 " << label_w + plot_w + 10 << " " << height
+      << "\" xmlns=\"http://www.w3.org/2000/svg\"><title>Writable members of "
       << Esc(cluster, "name") << " over the last " << Fixed(window, 0) << " s</title>";
   out << "<rect x=\"" << label_w << "\" y=\"" << top - 4 << "\" width=\"" << plot_w
       << "\" height=\"" << height - top - 14 << "\" fill=\"#f7f7f7\" stroke=\"#ccc\"/>";
@@ -365,7 +369,47 @@ void ClusterNotes(const json& cluster, std::ostream& out) {
   }
 }
 
-void ClusterArticle(const json& cluster, const json& status, int index, WallClock::time_point now,
+// The incident chart from the log when the cluster has one to chart, else the streaks.
+void Timeline(const json& cluster, const std::vector<IncidentEvent>& events, int index,
+              WallClock::time_point now, std::ostream& out) {
+  std::vector<ChartMember> members;
+  for (const auto& m : Array(cluster, "members")) {
+    members.push_back({Str(m, "name"), Str(m, "state")});
+  }
+  const std::string chart =
+      IncidentChartHtml(Str(cluster, "name"), Str(cluster, "verdict"), members, events, now, index);
+  if (chart.empty()) {
+    WritableTimeline(cluster, index, now, out);
+  } else {
+    out << chart;
+  }
+}
+
+using EventsByCluster = std::map<std::string, std::vector<IncidentEvent>>;
+
+// The events of every cluster in an incident or out of one for less than kRecentIncident.
+EventsByCluster ChartEvents(const json& status, WallClock::time_point now,
+                            const IncidentEventSource& incidents) {
+  EventsByCluster by_cluster;
+  if (!incidents) return by_cluster;
+  std::set<std::string> names;
+  for (const auto& c : Array(status, "clusters")) {
+    const std::string verdict = Str(c, "verdict");
+    const std::optional<WallTime> since = ParseRfc3339(Str(c, "verdict_since"));
+    if ((verdict != "healthy" && verdict != "pending") ||
+        (since && *since + kRecentIncident >= now)) {
+      names.insert(Str(c, "name"));
+    }
+  }
+  if (names.empty()) return by_cluster;
+  for (IncidentEvent& e : incidents(names)) {
+    if (names.count(e.cluster)) by_cluster[e.cluster].push_back(std::move(e));
+  }
+  return by_cluster;
+}
+
+void ClusterArticle(const json& cluster, const json& status, int index,
+                    const std::vector<IncidentEvent>& events, WallClock::time_point now,
                     std::ostream& out) {
   const std::string verdict = Str(cluster, "verdict");
   out << "<article class=\"cluster sev-" << LookOf(verdict).css << "\" id=\"cluster-" << index
@@ -388,7 +432,7 @@ void ClusterArticle(const json& cluster, const json& status, int index, WallCloc
   }
   if (Field(cluster, "lock").is_object()) LockLine(Field(cluster, "lock"), now, out);
   MemberTable(cluster, now, out);
-  WritableTimeline(cluster, index, now, out);
+  Timeline(cluster, events, index, now, out);
   ClusterDeclarations(cluster, status, now, out);
   out << "</article>";
 }
@@ -512,7 +556,14 @@ std::string HtmlEscape(const std::string& text) {
   return out;
 }
 
-std::string StatusHtmlFromJson(const json& status, WallClock::time_point now) {
+std::string StatusHtmlFromJson(const json& status, WallClock::time_point now,
+                               const StatusPageOptions& options) {
+  const EventsByCluster events = ChartEvents(status, now, options.incidents);
+  static const std::vector<IncidentEvent> none;
+  auto events_of = [&](const json& c) -> const std::vector<IncidentEvent>& {
+    auto it = events.find(Str(c, "name"));
+    return it == events.end() ? none : it->second;
+  };
   std::vector<std::pair<const json*, int>> problems, healthy;
   int index = 0;
   for (const auto& c : Array(status, "clusters")) {
@@ -531,7 +582,7 @@ std::string StatusHtmlFromJson(const json& status, WallClock::time_point now) {
   GlobalWarnings(status, out);
   if (!problems.empty()) {
     out << "<section id=\"problems\"><h2>Problems (" << problems.size() << ")</h2>";
-    for (const auto& [c, i] : problems) ClusterArticle(*c, status, i, now, out);
+    for (const auto& [c, i] : problems) ClusterArticle(*c, status, i, events_of(*c), now, out);
     out << "</section>";
   }
   if (!healthy.empty()) {
@@ -539,7 +590,7 @@ std::string StatusHtmlFromJson(const json& status, WallClock::time_point now) {
     for (const auto& [c, i] : healthy) {
       out << "<details><summary>" << VerdictBadge("healthy") << " " << Esc(*c, "name")
           << " <span class=\"muted\">" << Esc(*c, "summary") << "</span></summary>";
-      ClusterArticle(*c, status, i, now, out);
+      ClusterArticle(*c, status, i, events_of(*c), now, out);
       out << "</details>";
     }
     out << "</section>";
@@ -549,14 +600,16 @@ std::string StatusHtmlFromJson(const json& status, WallClock::time_point now) {
   return out.str();
 }
 
-std::string StatusHtmlFromJsonText(const std::string& status_json, WallClock::time_point now) {
+std::string StatusHtmlFromJsonText(const std::string& status_json, WallClock::time_point now,
+                                   const StatusPageOptions& options) {
   const json status = json::parse(status_json, nullptr, /*allow_exceptions=*/false);
-  return StatusHtmlFromJson(status.is_discarded() ? json() : status, now);
+  return StatusHtmlFromJson(status.is_discarded() ? json() : status, now, options);
 }
 
 std::string StatusHtml(const std::vector<ClusterSnapshot>& clusters,
-                       const DeclarationsView* declarations, WallClock::time_point now) {
-  return StatusHtmlFromJson(StatusJson(clusters, declarations), now);
+                       const DeclarationsView* declarations, WallClock::time_point now,
+                       const StatusPageOptions& options) {
+  return StatusHtmlFromJson(StatusJson(clusters, declarations), now, options);
 }
 
 const std::vector<std::pair<std::string, std::string>>& StatusPageHeaders() {
