@@ -391,6 +391,14 @@ TEST_CASE("status page: served at / with a strict CSP, behind the same basic aut
   CHECK(page->body.find("<span class=\"name\">served</span>") != std::string::npos);
   CHECK(page->body.find(">s2</th>") != std::string::npos);
   CHECK(page->body.find("<code class=\"verdict\">split_brain</code>") != std::string::npos);
+  CHECK(page->body.find("<meta http-equiv=\"refresh\" content=\"5\">") != std::string::npos);
+  CHECK(page->body.find("<a href=\"?refresh=off\">stop refreshing</a>") != std::string::npos);
+  // Whoever cannot follow a page that reloads under them reads it still.
+  auto still = client.Get("/?refresh=off");
+  REQUIRE(still);
+  CHECK(still->status == 200);
+  CHECK(still->body.find("http-equiv=\"refresh\"") == std::string::npos);
+  CHECK(still->body.find("<span class=\"name\">served</span>") != std::string::npos);
   exporter.Stop();
 }
 

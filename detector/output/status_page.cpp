@@ -150,6 +150,7 @@ table{border-collapse:collapse;margin:.4em 0}th,td{border:1px solid #ccc;padding
 text-align:left;vertical-align:top}th{background:#f3f3f3}
 .writable{font-weight:600}.muted{color:#555}details{margin:.3em 0}summary{cursor:pointer}
 svg{display:block;margin:.4em 0;max-width:100%;height:auto}
+caption{text-align:left;color:#555;font-size:.9em;padding:.1em 0}
 .vh{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);
 clip-path:inset(50%);white-space:nowrap}
 )";
@@ -225,11 +226,14 @@ std::string StreamsFrom(const json& m) {
 }
 
 void MemberTable(const json& cluster, WallClock::time_point now, std::ostream& out) {
-  out << "<table><thead><tr><th scope=\"col\">Member</th><th scope=\"col\">Address</th>"
+  out << "<table><caption>Members of " << Esc(cluster, "name")
+      << "</caption><thead><tr><th scope=\"col\">Member</th><th scope=\"col\">Address</th>"
          "<th scope=\"col\">State</th><th scope=\"col\">Role</th>"
-         "<th scope=\"col\">Streams from</th><th scope=\"col\">System identifier</th>"
+         "<th scope=\"col\">Streams from</th><th scope=\"col\" abbr=\"System id\">System "
+         "identifier</th>"
          "<th scope=\"col\">Timeline</th>"
-         "<th scope=\"col\">Last seen writable</th><th scope=\"col\">Last probe</th>"
+         "<th scope=\"col\" abbr=\"Last writable\">Last seen writable</th><th scope=\"col\">Last "
+         "probe</th>"
          "</tr></thead><tbody>";
   for (const auto& m : Array(cluster, "members")) {
     const std::string writable_seen = Str(m, "last_seen_writable");
@@ -474,12 +478,14 @@ void DeclarationRow(const json& d, std::ostream& out) {
 void DeclarationsSection(const json& status, std::ostream& out) {
   const json& all = Array(status, "declarations");
   if (all.empty()) return;
-  const char* head =
-      "<table><thead><tr><th scope=\"col\">Id</th><th scope=\"col\">Kind</th>"
+  const std::string head =
+      "<thead><tr><th scope=\"col\">Id</th><th scope=\"col\">Kind</th>"
       "<th scope=\"col\">For</th><th scope=\"col\">Author</th><th scope=\"col\">Source</th>"
       "<th scope=\"col\">Reason</th><th scope=\"col\">Expires</th></tr></thead><tbody>";
   int expired = 0;
-  out << "<section id=\"declarations\"><h2>Declarations in force</h2>" << head;
+  out << "<section id=\"declarations\"><h2>Declarations in force</h2><table><caption>In force"
+         "</caption>"
+      << head;
   for (const auto& d : all) {
     if (Bool(d, "active")) {
       DeclarationRow(d, out);
@@ -489,7 +495,8 @@ void DeclarationsSection(const json& status, std::ostream& out) {
   }
   out << "</tbody></table>";
   if (expired > 0) {
-    out << "<details><summary>" << expired << " expired</summary>" << head;
+    out << "<details><summary>" << expired << " expired</summary><table><caption>Expired</caption>"
+        << head;
     for (const auto& d : all) {
       if (!Bool(d, "active")) DeclarationRow(d, out);
     }
@@ -499,10 +506,10 @@ void DeclarationsSection(const json& status, std::ostream& out) {
 }
 
 void PageHeader(const json& status, size_t problems, size_t total, WallClock::time_point now,
-                std::ostream& out) {
+                bool auto_refresh, std::ostream& out) {
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-         "<meta http-equiv=\"refresh\" content=\"5\">"
-         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>"
+      << (auto_refresh ? "<meta http-equiv=\"refresh\" content=\"5\">" : "")
+      << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>"
       << (problems > 0 ? std::to_string(problems) + " problem" + (problems > 1 ? "s" : "") + " - "
                        : std::string())
       << "splitbrain-detector</title><style>" << kStyle << "</style></head><body><header>"
@@ -515,10 +522,12 @@ void PageHeader(const json& status, size_t problems, size_t total, WallClock::ti
     out << " &middot; shard " << Esc(shard, "index") << "/" << Esc(shard, "total") << " holds "
         << Esc(shard, "clusters") << " of " << Esc(shard, "configured_clusters") << " clusters";
   }
-  out << " &middot; rendered <code>" << FormatTime(now) << "</code>, refreshed every 5 s.</p>"
-      << "<nav><a href=\"status?format=text\">status (text)</a><a href=\"status\">status "
-         "(JSON)</a><a href=\"metrics\">metrics</a><a href=\"-/healthy\">healthy</a>"
-         "<a href=\"-/ready\">ready</a></nav></header><main>";
+  out << " &middot; rendered <code>" << FormatTime(now) << "</code>, "
+      << (auto_refresh ? "refreshed every 5 s (<a href=\"?refresh=off\">stop refreshing</a>)."
+                       : "not refreshing (<a href=\"./\">refresh every 5 s</a>).")
+      << "</p><nav><a href=\"status?format=text\">Status as text</a><a href=\"status\">Status "
+         "as JSON</a><a href=\"metrics\">Prometheus metrics</a><a href=\"-/healthy\">Liveness "
+         "check</a><a href=\"-/ready\">Readiness check</a></nav></header><main>";
 }
 
 }  // namespace
@@ -574,7 +583,8 @@ std::string StatusHtmlFromJson(const json& status, WallClock::time_point now,
     return LookOf(Str(*a.first, "verdict")).rank < LookOf(Str(*b.first, "verdict")).rank;
   });
   std::ostringstream out;
-  PageHeader(status, problems.size(), problems.size() + healthy.size(), now, out);
+  PageHeader(status, problems.size(), problems.size() + healthy.size(), now, options.auto_refresh,
+             out);
   if (!Field(status, "clusters").is_array()) {
     out << "<p class=\"alert unk\">The detector's status could not be read; see "
            "<a href=\"status\">/status</a> and the detector's log.</p>";

@@ -23,6 +23,9 @@ struct StatusPageOptions {
   /// The incident log, for the charts of clusters in (or just out of) an incident; without
   /// it, every cluster gets its members' writable streaks.
   IncidentEventSource incidents;
+  /// A meta refresh every 5 s, with a link to the page without it (GET /?refresh=off) for
+  /// whoever cannot read a page that reloads under them (a screen reader, say).
+  bool auto_refresh = true;
 };
 
 /// The status page (GET /) as one self-contained HTML document: problems first, healthy
