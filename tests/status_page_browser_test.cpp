@@ -171,6 +171,8 @@ TEST_CASE(
 
   PgSandbox sandbox;
   PgInstance& a = sandbox.StartPrimary("pg-a");
+  // The grant the README names, so that the page shows the fork point and the WAL since it.
+  a.Query("GRANT EXECUTE ON FUNCTION pg_read_file(text) TO splitbrain");
   PgInstance& b = sandbox.StartReplica("pg-b", a);
   PgInstance& c = sandbox.StartPrimary("pg-c");
   const std::string config = WriteFile(sandbox.root(), "detector.yml",
@@ -201,6 +203,9 @@ TEST_CASE(
              SBD_ARTEFACT_DIR "/status-page-healthy.png");
 
   b.Promote();
+  // Writes on the old primary, which nobody else has: the data at risk the page shows.
+  a.Query(
+      "CREATE TABLE lost AS SELECT g, repeat('x', 200) AS pad FROM generate_series(1, 20000) g");
   INFO(detector.Log());
   REQUIRE(WaitFor([&] { return VerdictOf(port, "orders") == "split_brain"; }, seconds(20)));
   REQUIRE(VerdictOf(port, "billing") == "healthy");
@@ -227,6 +232,7 @@ TEST_CASE(
   REQUIRE(dom.exit_code == 0);
   CHECK(dom.output.find("<code class=\"verdict\">split_brain</code>") != std::string::npos);
   CHECK(dom.output.find("Split brain</span>") != std::string::npos);
+  CHECK(dom.output.find("Write window: fork at ") != std::string::npos);
   CHECK(dom.output.find(">pg-a</th>") != std::string::npos);
   CHECK(dom.output.find(">pg-b</th>") != std::string::npos);
   // The incident's timeline: one lane per member, the onset, and the intervals as text.
