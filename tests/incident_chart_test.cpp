@@ -195,6 +195,21 @@ TEST_CASE("incident chart: the SVG has a title, a description, the onset and a l
   CHECK(html.find("fill=\"url(#ic-3-hatch)\"") != std::string::npos);  // the legend's
 }
 
+TEST_CASE("incident chart: an incident weeks long still gets a handful of ticks",
+          "[incident_chart]") {
+  const std::vector<IncidentEvent> log = {
+      Event(0, "verdict_changed", {{"from", "healthy"}, {"to", "unknown"}})};
+  const std::string html =
+      IncidentChartHtml("orders", "unknown", kMembers, log, kT0 + std::chrono::hours(24 * 40), 0);
+  size_t ticks = 0;
+  for (size_t at = html.find("stroke=\"#ccc\"/><text"); at != std::string::npos;
+       at = html.find("stroke=\"#ccc\"/><text", at + 1)) {
+    ++ticks;
+  }
+  CHECK(ticks >= 3);
+  CHECK(ticks <= 13);
+}
+
 TEST_CASE("incident chart: hostile cluster, member and state names are escaped",
           "[incident_chart]") {
   const std::string evil = "<script>alert(1)</script>\"'&\xC3\x28";

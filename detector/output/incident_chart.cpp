@@ -310,13 +310,14 @@ void TimeAxis(const Axis& axis, const IncidentSpan& span, int bottom, std::ostre
   static const int steps[] = {1,   2,   5,    10,   15,   30,    60,    120,   300,
                               600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400};
   const double total = Seconds(axis.from, axis.to);
-  int step = steps[sizeof steps / sizeof steps[0] - 1];
+  long step = steps[sizeof steps / sizeof steps[0] - 1];
   for (int s : steps) {
     if (total / s <= 6) {
       step = s;
       break;
     }
   }
+  while (total / step > 12) step *= 2;  // a span of weeks (a long retention) still gets few
   const long first = static_cast<long>(std::ceil(Seconds(span.onset, axis.from) / step));
   for (long k = first; k * step <= Seconds(span.onset, axis.to) + 1e-6; ++k) {
     const TimePoint t = span.onset + seconds(k * step);
