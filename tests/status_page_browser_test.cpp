@@ -1,7 +1,6 @@
 // The status page in a real browser: Debian's chromium, headless, reads GET / from the real
 // detector binary watching real PostgreSQL 15 servers through a split brain. Chromium missing
 // is a failure, not a skip: CI installs it (scripts/install-deps).
-#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -9,6 +8,7 @@
 #include <sstream>
 
 #include "tests/support/detector_process.h"
+#include "tests/support/html_tidy.h"
 #include "tests/support/pg_sandbox.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -83,57 +83,17 @@ std::string ReadBinary(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Debian's HTML Tidy (5.6) as HTML5 validator and accessibility checker:
-//   tidy -q -e --accessibility-check 3 --mute-id yes FILE
-// -e reports errors and warnings only (exit 1 with warnings, 2 with errors); the page's HTML5
-// doctype selects tidy's HTML5 rules; --accessibility-check 3 runs all three priorities of
-// its (WCAG 1.0 based) checks, which print "Access:" lines but leave the exit status at 0;
-// --mute-id names each message, and TidyFindings drops the excluded ones (tidy 5.6's --mute
-// does not reach accessibility messages).
-std::vector<std::string> TidyArgv(const std::string& tidy, const std::string& file) {
-  return {tidy, "-q", "-e", "--accessibility-check", "3", "--mute-id", "yes", file};
-}
-
-// The lines of tidy's report that are not excluded, with the reasons:
-// - TABLE_MISSING_SUMMARY: the summary attribute is obsolete in HTML5 (an error for an HTML5
-//   validator); every table has a <caption> and scoped header cells instead.
-// - STYLESHEETS_REQUIRE_TESTING_STYLE_ELEMENT: a reminder printed for any <style>, not a
-//   finding; the page reads in order without its style sheet (headings, tables, lists).
-// - With `refreshing` (GET /, which refreshes by itself as issue 14 asks) REMOVE_AUTO_REFRESH
-//   and METADATA_MISSING_REDIRECT_AUTOREFRESH: the page links to GET /?refresh=off, which is
-//   checked without them.
-std::vector<std::string> TidyFindings(const std::string& report, bool refreshing) {
-  std::vector<std::string> excluded = {"(TABLE_MISSING_SUMMARY)",
-                                       "(STYLESHEETS_REQUIRE_TESTING_STYLE_ELEMENT)"};
-  if (refreshing) {
-    excluded.push_back("(REMOVE_AUTO_REFRESH)");
-    excluded.push_back("(METADATA_MISSING_REDIRECT_AUTOREFRESH)");
-  }
-  std::vector<std::string> findings;
-  std::istringstream lines(report);
-  for (std::string line; std::getline(lines, line);) {
-    const bool muted = std::any_of(excluded.begin(), excluded.end(), [&](const std::string& id) {
-      return line.size() >= id.size() && line.compare(line.size() - id.size(), id.size(), id) == 0;
-    });
-    if (!line.empty() && !muted) findings.push_back(line);
-  }
-  return findings;
-}
-
 // The page as served at `path`, kept as an artefact `name`, passes the offline check
-// (well-formed, no script, titled SVGs) and Debian's HTML Tidy (see TidyArgv).
+// (well-formed, no script, titled SVGs) and Debian's HTML Tidy (see TidyHtml).
 void CheckServedHtml(int port, const std::string& path, const std::string& name) {
   const std::string served = WriteFile(SBD_ARTEFACT_DIR, name, HttpGet(port, path));
   auto check = RunCommand({SBD_SOURCE_DIR "/tests/check-status-html", served});
   INFO(check.output);
   CHECK(check.exit_code == 0);
-  const std::string tidy = sbd::testing::FindExecutable("tidy");
-  INFO("Debian's tidy is needed (apt-get install tidy; scripts/install-deps has it)");
-  REQUIRE_FALSE(tidy.empty());
-  auto tidied = RunCommand(TidyArgv(tidy, served));
+  const auto tidied = sbd::testing::TidyHtml(served, path == "/");
   INFO(served << ":\n" << tidied.output);
-  CHECK(tidied.exit_code == 0);  // 1: HTML warnings, 2: errors
-  CHECK(TidyFindings(tidied.output, path == "/").empty());
+  CHECK(tidied.exit_code == 0);  // 1: HTML warnings, 2: errors, 127: no tidy
+  CHECK(tidied.findings.empty());
   // The accessibility checks ran: their reminder for any <style> is there, excluded.
   CHECK(tidied.output.find("(STYLESHEETS_REQUIRE_TESTING_STYLE_ELEMENT)") != std::string::npos);
 }

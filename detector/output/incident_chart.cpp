@@ -249,10 +249,7 @@ std::string Duration(TimePoint from, TimePoint to) {
 
 // A name cut to 22 characters for the lane label (whole in the text list), on a UTF-8 boundary.
 std::string LaneLabel(const std::string& name) {
-  if (name.size() <= 24) return HtmlEscape(name);
-  size_t cut = 22;
-  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
-  return HtmlEscape(name.substr(0, cut)) + "\u2026";
+  return HtmlEscape(name.size() <= 24 ? name : Shortened(name, 22));
 }
 
 std::string FillOf(LaneState state, const std::string& hatch_id) {

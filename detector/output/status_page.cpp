@@ -237,10 +237,14 @@ void MemberTable(const json& cluster, WallClock::time_point now, std::ostream& o
          "</tr></thead><tbody>";
   for (const auto& m : Array(cluster, "members")) {
     const std::string writable_seen = Str(m, "last_seen_writable");
-    out << "<tr><th scope=\"row\">" << Esc(m, "name") << "</th><td>" << Esc(m, "address")
-        << "</td><td>" << MemberState(m) << "</td><td>" << MemberRole(m) << "</td><td>"
-        << StreamsFrom(m) << "</td><td>" << ShortSystemId(Str(m, "system_identifier"))
-        << "</td><td>" << Esc(m, "timeline") << "</td><td>"
+    // A long name gets a short form for screen readers that repeat the row header per cell.
+    const std::string name = Str(m, "name");
+    out << "<tr><th scope=\"row\""
+        << (name.size() > 15 ? " abbr=\"" + HtmlEscape(Shortened(name, 12)) + "\"" : "") << ">"
+        << HtmlEscape(name) << "</th><td>" << Esc(m, "address") << "</td><td>" << MemberState(m)
+        << "</td><td>" << MemberRole(m) << "</td><td>" << StreamsFrom(m) << "</td><td>"
+        << ShortSystemId(Str(m, "system_identifier")) << "</td><td>" << Esc(m, "timeline")
+        << "</td><td>"
         << (writable_seen.empty() ? "<span class=\"muted\">never</span>"
                                   : TimeHtml(writable_seen, now))
         << "</td><td>" << LastProbe(m, now) << "</td></tr>";
@@ -531,6 +535,13 @@ void PageHeader(const json& status, size_t problems, size_t total, WallClock::ti
 }
 
 }  // namespace
+
+std::string Shortened(const std::string& text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut) + "\u2026";
+}
 
 std::string HtmlEscape(const std::string& text) {
   std::string out;

@@ -53,6 +53,10 @@ std::string StatusHtmlFromJsonText(const std::string& status_json, WallClock::ti
 /// referrer and no caching.
 const std::vector<std::pair<std::string, std::string>>& StatusPageHeaders();
 
+/// `text` cut to at most `max_bytes` bytes on a UTF-8 character boundary, with "\u2026" after
+/// it when cut; whole when it fits. Not escaped. Pure.
+std::string Shortened(const std::string& text, size_t max_bytes);
+
 /// Escapes `text` for HTML text and quoted attribute values (& < > " '), and replaces
 /// invalid UTF-8 and control characters (other than tab and newline) with U+FFFD.
 std::string HtmlEscape(const std::string& text);
