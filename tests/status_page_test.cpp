@@ -15,6 +15,7 @@
 #include "detector/output/metrics.h"
 #include "detector/output/status.h"
 #include "tests/support/detector_process.h"
+#include "tests/support/html_tidy.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -240,10 +241,11 @@ TEST_CASE("status page: hostile names, summaries, reasons and authors never beco
     tags.insert((*it)[1]);
   }
   const std::set<std::string> allowed = {
-      "html",  "head",  "meta",  "title", "style",   "body",    "header", "h1",      "h2",
-      "h3",    "p",     "span",  "code",  "nav",     "a",       "main",   "section", "article",
-      "table", "thead", "tbody", "tr",    "th",      "td",      "b",      "svg",     "rect",
-      "text",  "line",  "ul",    "li",    "details", "summary", "time",   "div"};
+      "html",    "head",    "meta",  "title",   "style", "body", "header", "h1",
+      "h2",      "h3",      "p",     "span",    "code",  "nav",  "a",      "main",
+      "section", "article", "table", "thead",   "tbody", "tr",   "th",     "td",
+      "b",       "svg",     "rect",  "text",    "line",  "ul",   "li",     "details",
+      "summary", "time",    "div",   "caption", "desc",  "defs", "pattern"};
   for (const auto& t : tags) CHECK(allowed.count(t) == 1);
   CheckWellFormed(html);
 }
@@ -289,6 +291,92 @@ TEST_CASE("status page: a lock store's holder, lease left and the members' Patro
   c.assessment.lock_error = "etcd: connection refused";
   const std::string unreadable = StatusHtml({c}, nullptr, now);
   CHECK(unreadable.find("unreadable</span> etcd: connection refused") != std::string::npos);
+}
+
+TEST_CASE("status page: every part of it passes tidy's HTML5 and accessibility checks",
+          "[status_page]") {
+  const auto now = WallClock::now();
+  // Hostile names in a split brain with a lock, a failed probe, a suppression and declarations
+  // in force and expired; a healthy cluster; an unknown one with an unreachable member.
+  ClusterSnapshot hostile = Cluster(kHostile, Verdict::kSplitBrain, {kHostile, "b&b"}, now);
+  hostile.history.members["b&b"].last->result =
+      ProbeFailure{ProbeFailureReason::kProtocol, kHostile};
+  hostile.assessment.suppressions.push_back(
+      {"provisioning", "provisioning", kHostile, "decl-1", "split_brain", {kHostile}, now});
+  hostile.spec.kind = ClusterKind::kPatroni;
+  hostile.spec.scope = kHostile;
+  hostile.lock = {"patroni", true, kHostile};
+  DcsView dcs;
+  dcs.holder = kHostile;
+  dcs.endpoint = "http://127.0.0.1:2379";
+  hostile.last_good_dcs = dcs;
+  hostile.last_dcs_success = now;
+  ClusterSnapshot unknown = Cluster("inventory", Verdict::kUnknown, {"pg-x", "pg-y"}, now);
+  unknown.history.members["pg-y"].last->result =
+      ProbeFailure{ProbeFailureReason::kTimeout, "timed out"};
+  DeclarationsView view;
+  Declaration d;
+  d.id = "decl-1";
+  d.cluster = kHostile;
+  d.reason = std::string("bad \xff\xfe bytes ") + kHostile;
+  d.author = kHostile;
+  d.source = "api";
+  d.expires = now + std::chrono::hours(1);
+  Declaration old = d;
+  old.id = "decl-0";
+  old.expires = now - std::chrono::hours(1);
+  view.all = {d, old};
+  const auto at = [&](int ago) { return now - seconds(ago); };
+  StatusPageOptions options;
+  options.incidents = [&](const std::set<std::string>&) {
+    return std::vector<IncidentEvent>{
+        {at(90),
+         kHostile,
+         "cluster_added",
+         {{"verdict", "healthy"}, {"members", {{kHostile, "writable"}, {"b&b", "standby"}}}}},
+        {at(60),
+         kHostile,
+         "member_state_changed",
+         {{"member", "b&b"}, {"from", "standby"}, {"to", "writable"}}},
+        {at(59), kHostile, "verdict_changed", {{"from", "healthy"}, {"to", "split_brain"}}},
+        {at(30),
+         kHostile,
+         "member_state_changed",
+         {{"member", "b&b"}, {"from", "writable"}, {"to", "unreadable"}}},
+        {at(40), "inventory", "verdict_changed", {{"from", "healthy"}, {"to", "unknown"}}},
+        {at(41),
+         "inventory",
+         "member_state_changed",
+         {{"member", "pg-y"}, {"from", "standby"}, {"to", "unreadable"}}}};
+  };
+  const std::vector<ClusterSnapshot> clusters = {
+      hostile, Cluster("billing", Verdict::kHealthy, {"pg-c"}, now), unknown};
+  testing::TempDir dir("sbd-status-tidy");
+  for (const bool refreshing : {true, false}) {
+    options.auto_refresh = refreshing;
+    const std::string html = StatusHtml(clusters, &view, now, options);
+    REQUIRE(Count(html, "Incident timeline") == 2);
+    REQUIRE(html.find("url(#ic-") != std::string::npos);  // an unreachable stretch, hatched
+    REQUIRE(html.find("<details><summary>1 expired</summary>") != std::string::npos);
+    // A long member name has a short form for the row header (tidy asks for one).
+    CHECK(html.find("<th scope=\"row\" abbr=\"&lt;script&gt;aler\u2026\">&lt;script&gt;") !=
+          std::string::npos);
+    const std::string file = testing::WriteFile(dir.path(), "page.html", html);
+    const testing::TidyReport tidy = testing::TidyHtml(file, refreshing);
+    INFO(tidy.output);
+    CHECK(tidy.exit_code == 0);
+    CHECK(tidy.findings.empty());
+    CHECK(tidy.output.find("(STYLESHEETS_REQUIRE_TESTING_STYLE_ELEMENT)") != std::string::npos);
+    CheckWellFormed(html);
+  }
+}
+
+TEST_CASE("status page: Shortened cuts on a character boundary and marks the cut",
+          "[status_page]") {
+  CHECK(Shortened("pg-a", 4) == "pg-a");
+  CHECK(Shortened("pg-a1", 4) == "pg-a\u2026");
+  CHECK(Shortened("ab\u20ACcd", 4) == "ab\u2026");  // never half of the euro sign's 3 bytes
+  CHECK(Shortened("ab\u20ACcd", 5) == "ab\u20AC\u2026");
 }
 
 TEST_CASE("status page: declarations in force are listed, expired ones folded", "[status_page]") {
@@ -390,6 +478,55 @@ TEST_CASE("status page: served at / with a strict CSP, behind the same basic aut
   CHECK(page->body.find("<span class=\"name\">served</span>") != std::string::npos);
   CHECK(page->body.find(">s2</th>") != std::string::npos);
   CHECK(page->body.find("<code class=\"verdict\">split_brain</code>") != std::string::npos);
+  CHECK(page->body.find("<meta http-equiv=\"refresh\" content=\"5\">") != std::string::npos);
+  CHECK(page->body.find("<a href=\"?refresh=off\">stop refreshing</a>") != std::string::npos);
+  // Whoever cannot follow a page that reloads under them reads it still.
+  auto still = client.Get("/?refresh=off");
+  REQUIRE(still);
+  CHECK(still->status == 200);
+  CHECK(still->body.find("http-equiv=\"refresh\"") == std::string::npos);
+  CHECK(still->body.find("<span class=\"name\">served</span>") != std::string::npos);
+  exporter.Stop();
+}
+
+TEST_CASE("status page: served at / with the incident log's chart when a source is set",
+          "[status_page]") {
+  const auto now = WallClock::now();
+  const std::vector<ClusterSnapshot> clusters = {
+      Cluster("served", Verdict::kSplitBrain, {"s1", "s2"}, now)};
+  Exporter::Sources sources;
+  sources.metrics =
+      std::make_shared<DetectorCollector>([] { return std::vector<ClusterSnapshot>{}; }, nullptr);
+  sources.status = [&](bool) { return StatusJson(clusters).dump(); };
+  sources.ready = [] { return true; };
+  std::set<std::string> asked;
+  sources.incident_events = [&](const std::set<std::string>& names) {
+    asked = names;
+    return std::vector<IncidentEvent>{
+        {now - std::chrono::seconds(20),
+         "served",
+         "verdict_changed",
+         {{"from", "healthy"}, {"to", "split_brain"}}},
+        {now - std::chrono::seconds(10),
+         "served",
+         "member_state_changed",
+         {{"member", "s2"}, {"from", "standby"}, {"to", "writable"}}}};
+  };
+  Exporter exporter(sources, WebConfig{});
+  std::string error;
+  REQUIRE(exporter.Bind("127.0.0.1:0", &error));
+  exporter.Start();
+  httplib::Client client("127.0.0.1", exporter.port());
+  auto page = client.Get("/");
+  REQUIRE(page);
+  CHECK(asked == std::set<std::string>{"served"});
+  CHECK(page->body.find("<title>Who was writable when in served</title>") != std::string::npos);
+  // Before the log's first event nothing is known; then s2 was a standby, then writable.
+  const size_t s2 = page->body.find("<li>s2: no record ");
+  REQUIRE(s2 != std::string::npos);
+  const std::string item = page->body.substr(s2, page->body.find("</li>", s2) - s2);
+  CHECK(item.find("; standby ") != std::string::npos);
+  CHECK(item.find("; writable ") != std::string::npos);
   exporter.Stop();
 }
 

@@ -153,10 +153,35 @@ TEST_CASE("write window: the page rounds WAL down to a power of two and names th
   REQUIRE(alerts.size() == 1);
   const std::string& description = alerts.front().annotations.at("description");
   CHECK(description.find("Write window: fork at 0/3000148 (timeline 2); two writable since " +
-                         FormatTime(kT0 + std::chrono::seconds(4)) + ".") != std::string::npos);
+                         FormatTime(kT0 + std::chrono::seconds(4)) + ", under 30 s so far.") !=
+        std::string::npos);
   CHECK(description.find("pg-a: at least 2 MiB of WAL since the fork.") != std::string::npos);
   CHECK(description.find("pg-b: WAL since the fork unknown (its WAL position 0/1 is behind") !=
         std::string::npos);
+}
+
+TEST_CASE(
+    "write window: each resend of the page carries the double-write time so far and each "
+    "holder's WAL, changing once per resend interval",
+    "[write_window]") {
+  AlertingSpec alerting;
+  alerting.resend_interval = Millis(20000);
+  ClusterSnapshot c = Incident();
+  auto description = [&](double seconds, std::uint64_t wal_a) {
+    c.write_window->double_write_seconds = seconds;
+    c.write_window->holders[0].wal_bytes_since_fork = wal_a;
+    return AlertsFor(c, alerting, AlertLinks{}).front().annotations.at("description");
+  };
+  const std::string at_95 = description(95, 5000);
+  CHECK(at_95.find(", at least 80 s so far.") != std::string::npos);
+  CHECK(at_95.find("pg-a: at least 4 KiB of WAL since the fork.") != std::string::npos);
+  CHECK(at_95.find("pg-b: WAL since the fork unknown (") != std::string::npos);
+  // Rounds within one interval leave the description alone: the pusher sends nothing new.
+  CHECK(description(99.9, 5000) == at_95);
+  // The next interval, and WAL that doubled, change it: the next push carries both.
+  const std::string at_100 = description(100, 9000);
+  CHECK(at_100.find(", at least 100 s so far.") != std::string::npos);
+  CHECK(at_100.find("pg-a: at least 8 KiB of WAL since the fork.") != std::string::npos);
 }
 
 TEST_CASE("write window: metrics exist only for known values, and only during an incident",

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include "detector/alerting/alert_pusher.h"
 #include "detector/app/config_watcher.h"
@@ -230,6 +231,9 @@ sbd::Exporter::Sources ExporterSources(const Flags& flags, DetectorState& state)
         const auto [status, json] = incidents->HttpGet(query);
         return sbd::Exporter::Sources::Answer{status, json};
       };
+  sources.incident_events = [incidents = state.incidents](const std::set<std::string>& clusters) {
+    return incidents->EventsOf(clusters);
+  };
   sources.status = [&state](bool as_text) {
     const auto snapshot = state.Current()->Snapshot();
     const sbd::DeclarationsView view = state.store->View();

@@ -1,6 +1,7 @@
 #include "detector/output/alerts.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "detector/output/status.h"
@@ -29,9 +30,18 @@ std::string AtLeast(std::uint64_t bytes) {
   return "at least " + std::to_string(floor) + " " + units[unit];
 }
 
-// How bad it is: the fork point, when two became writable, and each holder's WAL since the
-// fork (or why it is unknown).
-std::string WriteWindowEvidence(const WriteWindow& w) {
+// How long two have been writable, floored to a whole resend interval: the description then
+// changes once per interval, so every resend carries the figure so far and no round re-sends.
+std::string DoubleWriteSoFar(double seconds, Millis resend_interval) {
+  const double step = std::max(1.0, std::chrono::duration<double>(resend_interval).count());
+  const auto shown = [](double s) { return std::to_string(static_cast<long long>(s)) + " s"; };
+  if (seconds < step) return "under " + shown(step) + " so far";
+  return "at least " + shown(std::floor(seconds / step) * step) + " so far";
+}
+
+// How bad it is: the fork point, when two became writable and for how long so far, and each
+// holder's WAL since the fork (or why it is unknown).
+std::string WriteWindowEvidence(const WriteWindow& w, Millis resend_interval) {
   std::ostringstream out;
   out << "\nWrite window: "
       << (w.fork_lsn.empty()
@@ -42,8 +52,10 @@ std::string WriteWindowEvidence(const WriteWindow& w) {
     if (h.first_writable)
       both_since = std::max(both_since.value_or(*h.first_writable), *h.first_writable);
   }
-  if (w.double_write_seconds && both_since)
-    out << "; two writable since " << FormatTime(*both_since);
+  if (w.double_write_seconds && both_since) {
+    out << "; two writable since " << FormatTime(*both_since) << ", "
+        << DoubleWriteSoFar(*w.double_write_seconds, resend_interval);
+  }
   out << ".";
   for (const auto& h : w.holders) {
     out << " " << h.member << ": "
@@ -56,8 +68,9 @@ std::string WriteWindowEvidence(const WriteWindow& w) {
 
 // Every member's evidence in one line each: what on-call reads in the notification. Only
 // facts that stay put while the incident lasts (no exact WAL position, lease countdown or
-// live heartbeat), so the pusher re-sends on real news, not on every round.
-std::string Evidence(const ClusterSnapshot& c) {
+// live heartbeat; WAL and the double-write time in coarse steps), so the pusher re-sends on
+// real news and at its resend interval, not on every round.
+std::string Evidence(const ClusterSnapshot& c, Millis resend_interval) {
   const Assessment& a = c.assessment;
   std::ostringstream out;
   out << a.summary << ".";
@@ -104,7 +117,7 @@ std::string Evidence(const ClusterSnapshot& c) {
       }
     }
   }
-  if (c.write_window) out << WriteWindowEvidence(*c.write_window);
+  if (c.write_window) out << WriteWindowEvidence(*c.write_window, resend_interval);
   return out.str();
 }
 
@@ -118,7 +131,7 @@ Alert Make(const ClusterSnapshot& c, const AlertingSpec& alerting, const AlertLi
   alert.labels["cluster"] = c.spec.name;
   if (!c.spec.scope.empty()) alert.labels["scope"] = c.spec.scope;
   alert.annotations["summary"] = summary;
-  alert.annotations["description"] = Evidence(c);
+  alert.annotations["description"] = Evidence(c, alerting.resend_interval);
   alert.annotations["runbook_url"] = links.runbook_base_url + runbook;
   alert.generator_url = links.generator_url;
   return alert;

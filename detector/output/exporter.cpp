@@ -265,9 +265,12 @@ void Exporter::Route() {
                     "text/plain");
   });
   // The status page: the same data as /status, as HTML that needs no script and loads nothing.
-  server_->Get("/", [this](const httplib::Request&, httplib::Response& res) {
+  server_->Get("/", [this](const httplib::Request& req, httplib::Response& res) {
     for (const auto& [name, value] : StatusPageHeaders()) res.set_header(name, value);
-    res.set_content(StatusHtmlFromJsonText(sources_.status(false), WallClock::now()),
+    StatusPageOptions options;
+    options.incidents = sources_.incident_events;
+    options.auto_refresh = req.get_param_value("refresh") != "off";
+    res.set_content(StatusHtmlFromJsonText(sources_.status(false), WallClock::now(), options),
                     "text/html; charset=utf-8");
   });
 }

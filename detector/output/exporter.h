@@ -13,6 +13,7 @@
 
 #include "detector/config/web_config.h"
 #include "detector/output/http_listener.h"
+#include "detector/output/status_page.h"
 
 namespace sbd {
 
@@ -55,6 +56,9 @@ class Exporter {
     /// GET /api/v1/incidents with its query parameters (cluster, since, limit). Absent when
     /// not set.
     std::function<Answer(const std::multimap<std::string, std::string>& query)> list_incidents;
+    /// The incident log's events of some clusters, for the status page's incident charts.
+    /// Absent when not set: the page then draws the members' writable streaks only.
+    IncidentEventSource incident_events;
   };
 
   Exporter(Sources sources, const WebConfig& web, ExporterOptions options = {});

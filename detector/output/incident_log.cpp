@@ -387,6 +387,15 @@ std::vector<IncidentEvent> IncidentLog::Events() const {
   return {events_.begin(), events_.end()};
 }
 
+std::vector<IncidentEvent> IncidentLog::EventsOf(const std::set<std::string>& clusters) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<IncidentEvent> out;
+  for (const IncidentEvent& e : events_) {
+    if (clusters.count(e.cluster)) out.push_back(e);
+  }
+  return out;
+}
+
 nlohmann::json IncidentLog::Query(const IncidentQuery& query) const {
   nlohmann::json events = nlohmann::json::array();
   bool truncated = false;

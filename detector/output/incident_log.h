@@ -10,6 +10,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <variant>
@@ -86,6 +87,8 @@ class IncidentLog {
                    WallClock::time_point now = WallClock::now());
   /// Every event kept, oldest first.
   std::vector<IncidentEvent> Events() const;
+  /// The events kept of the named clusters only, oldest first (the status page's charts).
+  std::vector<IncidentEvent> EventsOf(const std::set<std::string>& clusters) const;
   /// The answer to GET /api/v1/incidents: newest first, at most `limit`, with the log's bounds.
   nlohmann::json Query(const IncidentQuery& query) const;
   /// GET /api/v1/incidents from its query parameters: 200 with Query(), or 400 with a reason.

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "detector/common/json_text.h"
 #include "detector/common/logfmt.h"
 #include "detector/config/declaration.h"
+#include "detector/output/incident_chart.h"
 #include "detector/output/status.h"
 
 namespace sbd {
@@ -147,6 +150,9 @@ table{border-collapse:collapse;margin:.4em 0}th,td{border:1px solid #ccc;padding
 text-align:left;vertical-align:top}th{background:#f3f3f3}
 .writable{font-weight:600}.muted{color:#555}details{margin:.3em 0}summary{cursor:pointer}
 svg{display:block;margin:.4em 0;max-width:100%;height:auto}
+caption{text-align:left;color:#555;font-size:.9em;padding:.1em 0}
+.vh{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);
+clip-path:inset(50%);white-space:nowrap}
 )";
 
 // --- One cluster.
@@ -220,18 +226,25 @@ std::string StreamsFrom(const json& m) {
 }
 
 void MemberTable(const json& cluster, WallClock::time_point now, std::ostream& out) {
-  out << "<table><thead><tr><th scope=\"col\">Member</th><th scope=\"col\">Address</th>"
+  out << "<table><caption>Members of " << Esc(cluster, "name")
+      << "</caption><thead><tr><th scope=\"col\">Member</th><th scope=\"col\">Address</th>"
          "<th scope=\"col\">State</th><th scope=\"col\">Role</th>"
-         "<th scope=\"col\">Streams from</th><th scope=\"col\">System identifier</th>"
+         "<th scope=\"col\">Streams from</th><th scope=\"col\" abbr=\"System id\">System "
+         "identifier</th>"
          "<th scope=\"col\">Timeline</th>"
-         "<th scope=\"col\">Last seen writable</th><th scope=\"col\">Last probe</th>"
+         "<th scope=\"col\" abbr=\"Last writable\">Last seen writable</th><th scope=\"col\">Last "
+         "probe</th>"
          "</tr></thead><tbody>";
   for (const auto& m : Array(cluster, "members")) {
     const std::string writable_seen = Str(m, "last_seen_writable");
-    out << "<tr><th scope=\"row\">" << Esc(m, "name") << "</th><td>" << Esc(m, "address")
-        << "</td><td>" << MemberState(m) << "</td><td>" << MemberRole(m) << "</td><td>"
-        << StreamsFrom(m) << "</td><td>" << ShortSystemId(Str(m, "system_identifier"))
-        << "</td><td>" << Esc(m, "timeline") << "</td><td>"
+    // A long name gets a short form for screen readers that repeat the row header per cell.
+    const std::string name = Str(m, "name");
+    out << "<tr><th scope=\"row\""
+        << (name.size() > 15 ? " abbr=\"" + HtmlEscape(Shortened(name, 12)) + "\"" : "") << ">"
+        << HtmlEscape(name) << "</th><td>" << Esc(m, "address") << "</td><td>" << MemberState(m)
+        << "</td><td>" << MemberRole(m) << "</td><td>" << StreamsFrom(m) << "</td><td>"
+        << ShortSystemId(Str(m, "system_identifier")) << "</td><td>" << Esc(m, "timeline")
+        << "</td><td>"
         << (writable_seen.empty() ? "<span class=\"muted\">never</span>"
                                   : TimeHtml(writable_seen, now))
         << "</td><td>" << LastProbe(m, now) << "</td></tr>";
@@ -282,10 +295,9 @@ void WritableTimeline(const json& cluster, int index, WallClock::time_point now,
     const double ago = SecondsBetween(*at, now);
     return label_w + plot_w * (1 - std::clamp(ago, 0.0, window) / window);
   };
-  const std::string id = "tl-" + std::to_string(index);
-  out << "<svg role=\"img\" aria-labelledby=\"" << id << "\" width=\"" << label_w + plot_w + 10
-      << "\" height=\"" << height << "\" viewBox=\"0 0 " << label_w + plot_w + 10 << " " << height
-      << "\" xmlns=\"http://www.w3.org/2000/svg\"><title id=\"" << id << "\">Writable members of "
+  out << "<svg role=\"img\" width=\"" << label_w + plot_w + 10 << "\" height=\"" << height
+      << "\" viewBox=\"0 0 " << label_w + plot_w + 10 << " " << height
+      << "\" xmlns=\"http://www.w3.org/2000/svg\"><title>Writable members of "
       << Esc(cluster, "name") << " over the last " << Fixed(window, 0) << " s</title>";
   out << "<rect x=\"" << label_w << "\" y=\"" << top - 4 << "\" width=\"" << plot_w
       << "\" height=\"" << height - top - 14 << "\" fill=\"#f7f7f7\" stroke=\"#ccc\"/>";
@@ -365,7 +377,47 @@ void ClusterNotes(const json& cluster, std::ostream& out) {
   }
 }
 
-void ClusterArticle(const json& cluster, const json& status, int index, WallClock::time_point now,
+// The incident chart from the log when the cluster has one to chart, else the streaks.
+void Timeline(const json& cluster, const std::vector<IncidentEvent>& events, int index,
+              WallClock::time_point now, std::ostream& out) {
+  std::vector<ChartMember> members;
+  for (const auto& m : Array(cluster, "members")) {
+    members.push_back({Str(m, "name"), Str(m, "state")});
+  }
+  const std::string chart =
+      IncidentChartHtml(Str(cluster, "name"), Str(cluster, "verdict"), members, events, now, index);
+  if (chart.empty()) {
+    WritableTimeline(cluster, index, now, out);
+  } else {
+    out << chart;
+  }
+}
+
+using EventsByCluster = std::map<std::string, std::vector<IncidentEvent>>;
+
+// The events of every cluster in an incident or out of one for less than kRecentIncident.
+EventsByCluster ChartEvents(const json& status, WallClock::time_point now,
+                            const IncidentEventSource& incidents) {
+  EventsByCluster by_cluster;
+  if (!incidents) return by_cluster;
+  std::set<std::string> names;
+  for (const auto& c : Array(status, "clusters")) {
+    const std::string verdict = Str(c, "verdict");
+    const std::optional<WallTime> since = ParseRfc3339(Str(c, "verdict_since"));
+    if ((verdict != "healthy" && verdict != "pending") ||
+        (since && *since + kRecentIncident >= now)) {
+      names.insert(Str(c, "name"));
+    }
+  }
+  if (names.empty()) return by_cluster;
+  for (IncidentEvent& e : incidents(names)) {
+    if (names.count(e.cluster)) by_cluster[e.cluster].push_back(std::move(e));
+  }
+  return by_cluster;
+}
+
+void ClusterArticle(const json& cluster, const json& status, int index,
+                    const std::vector<IncidentEvent>& events, WallClock::time_point now,
                     std::ostream& out) {
   const std::string verdict = Str(cluster, "verdict");
   out << "<article class=\"cluster sev-" << LookOf(verdict).css << "\" id=\"cluster-" << index
@@ -388,7 +440,7 @@ void ClusterArticle(const json& cluster, const json& status, int index, WallCloc
   }
   if (Field(cluster, "lock").is_object()) LockLine(Field(cluster, "lock"), now, out);
   MemberTable(cluster, now, out);
-  WritableTimeline(cluster, index, now, out);
+  Timeline(cluster, events, index, now, out);
   ClusterDeclarations(cluster, status, now, out);
   out << "</article>";
 }
@@ -430,12 +482,14 @@ void DeclarationRow(const json& d, std::ostream& out) {
 void DeclarationsSection(const json& status, std::ostream& out) {
   const json& all = Array(status, "declarations");
   if (all.empty()) return;
-  const char* head =
-      "<table><thead><tr><th scope=\"col\">Id</th><th scope=\"col\">Kind</th>"
+  const std::string head =
+      "<thead><tr><th scope=\"col\">Id</th><th scope=\"col\">Kind</th>"
       "<th scope=\"col\">For</th><th scope=\"col\">Author</th><th scope=\"col\">Source</th>"
       "<th scope=\"col\">Reason</th><th scope=\"col\">Expires</th></tr></thead><tbody>";
   int expired = 0;
-  out << "<section id=\"declarations\"><h2>Declarations in force</h2>" << head;
+  out << "<section id=\"declarations\"><h2>Declarations in force</h2><table><caption>In force"
+         "</caption>"
+      << head;
   for (const auto& d : all) {
     if (Bool(d, "active")) {
       DeclarationRow(d, out);
@@ -445,7 +499,8 @@ void DeclarationsSection(const json& status, std::ostream& out) {
   }
   out << "</tbody></table>";
   if (expired > 0) {
-    out << "<details><summary>" << expired << " expired</summary>" << head;
+    out << "<details><summary>" << expired << " expired</summary><table><caption>Expired</caption>"
+        << head;
     for (const auto& d : all) {
       if (!Bool(d, "active")) DeclarationRow(d, out);
     }
@@ -455,10 +510,10 @@ void DeclarationsSection(const json& status, std::ostream& out) {
 }
 
 void PageHeader(const json& status, size_t problems, size_t total, WallClock::time_point now,
-                std::ostream& out) {
+                bool auto_refresh, std::ostream& out) {
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-         "<meta http-equiv=\"refresh\" content=\"5\">"
-         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>"
+      << (auto_refresh ? "<meta http-equiv=\"refresh\" content=\"5\">" : "")
+      << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>"
       << (problems > 0 ? std::to_string(problems) + " problem" + (problems > 1 ? "s" : "") + " - "
                        : std::string())
       << "splitbrain-detector</title><style>" << kStyle << "</style></head><body><header>"
@@ -471,13 +526,22 @@ void PageHeader(const json& status, size_t problems, size_t total, WallClock::ti
     out << " &middot; shard " << Esc(shard, "index") << "/" << Esc(shard, "total") << " holds "
         << Esc(shard, "clusters") << " of " << Esc(shard, "configured_clusters") << " clusters";
   }
-  out << " &middot; rendered <code>" << FormatTime(now) << "</code>, refreshed every 5 s.</p>"
-      << "<nav><a href=\"status?format=text\">status (text)</a><a href=\"status\">status "
-         "(JSON)</a><a href=\"metrics\">metrics</a><a href=\"-/healthy\">healthy</a>"
-         "<a href=\"-/ready\">ready</a></nav></header><main>";
+  out << " &middot; rendered <code>" << FormatTime(now) << "</code>, "
+      << (auto_refresh ? "refreshed every 5 s (<a href=\"?refresh=off\">stop refreshing</a>)."
+                       : "not refreshing (<a href=\"./\">refresh every 5 s</a>).")
+      << "</p><nav><a href=\"status?format=text\">Status as text</a><a href=\"status\">Status "
+         "as JSON</a><a href=\"metrics\">Prometheus metrics</a><a href=\"-/healthy\">Liveness "
+         "check</a><a href=\"-/ready\">Readiness check</a></nav></header><main>";
 }
 
 }  // namespace
+
+std::string Shortened(const std::string& text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut) + "\u2026";
+}
 
 std::string HtmlEscape(const std::string& text) {
   std::string out;
@@ -512,7 +576,14 @@ std::string HtmlEscape(const std::string& text) {
   return out;
 }
 
-std::string StatusHtmlFromJson(const json& status, WallClock::time_point now) {
+std::string StatusHtmlFromJson(const json& status, WallClock::time_point now,
+                               const StatusPageOptions& options) {
+  const EventsByCluster events = ChartEvents(status, now, options.incidents);
+  static const std::vector<IncidentEvent> none;
+  auto events_of = [&](const json& c) -> const std::vector<IncidentEvent>& {
+    auto it = events.find(Str(c, "name"));
+    return it == events.end() ? none : it->second;
+  };
   std::vector<std::pair<const json*, int>> problems, healthy;
   int index = 0;
   for (const auto& c : Array(status, "clusters")) {
@@ -523,7 +594,8 @@ std::string StatusHtmlFromJson(const json& status, WallClock::time_point now) {
     return LookOf(Str(*a.first, "verdict")).rank < LookOf(Str(*b.first, "verdict")).rank;
   });
   std::ostringstream out;
-  PageHeader(status, problems.size(), problems.size() + healthy.size(), now, out);
+  PageHeader(status, problems.size(), problems.size() + healthy.size(), now, options.auto_refresh,
+             out);
   if (!Field(status, "clusters").is_array()) {
     out << "<p class=\"alert unk\">The detector's status could not be read; see "
            "<a href=\"status\">/status</a> and the detector's log.</p>";
@@ -531,7 +603,7 @@ std::string StatusHtmlFromJson(const json& status, WallClock::time_point now) {
   GlobalWarnings(status, out);
   if (!problems.empty()) {
     out << "<section id=\"problems\"><h2>Problems (" << problems.size() << ")</h2>";
-    for (const auto& [c, i] : problems) ClusterArticle(*c, status, i, now, out);
+    for (const auto& [c, i] : problems) ClusterArticle(*c, status, i, events_of(*c), now, out);
     out << "</section>";
   }
   if (!healthy.empty()) {
@@ -539,7 +611,7 @@ std::string StatusHtmlFromJson(const json& status, WallClock::time_point now) {
     for (const auto& [c, i] : healthy) {
       out << "<details><summary>" << VerdictBadge("healthy") << " " << Esc(*c, "name")
           << " <span class=\"muted\">" << Esc(*c, "summary") << "</span></summary>";
-      ClusterArticle(*c, status, i, now, out);
+      ClusterArticle(*c, status, i, events_of(*c), now, out);
       out << "</details>";
     }
     out << "</section>";
@@ -549,14 +621,16 @@ std::string StatusHtmlFromJson(const json& status, WallClock::time_point now) {
   return out.str();
 }
 
-std::string StatusHtmlFromJsonText(const std::string& status_json, WallClock::time_point now) {
+std::string StatusHtmlFromJsonText(const std::string& status_json, WallClock::time_point now,
+                                   const StatusPageOptions& options) {
   const json status = json::parse(status_json, nullptr, /*allow_exceptions=*/false);
-  return StatusHtmlFromJson(status.is_discarded() ? json() : status, now);
+  return StatusHtmlFromJson(status.is_discarded() ? json() : status, now, options);
 }
 
 std::string StatusHtml(const std::vector<ClusterSnapshot>& clusters,
-                       const DeclarationsView* declarations, WallClock::time_point now) {
-  return StatusHtmlFromJson(StatusJson(clusters, declarations), now);
+                       const DeclarationsView* declarations, WallClock::time_point now,
+                       const StatusPageOptions& options) {
+  return StatusHtmlFromJson(StatusJson(clusters, declarations), now, options);
 }
 
 const std::vector<std::pair<std::string, std::string>>& StatusPageHeaders() {
