@@ -2,6 +2,31 @@
 
 namespace sbd {
 
+namespace {
+
+// What became of a member that read writable, from PostgreSQL's readings.
+std::string PostgresClause(const std::string& member, const PostgresReading& was,
+                           const PostgresReading& now) {
+  if (now.in_recovery) {
+    return member + " demoted (in recovery on timeline " + std::to_string(now.timeline) + ")";
+  }
+  if (now.postmaster_start != was.postmaster_start) return member + " restarted";
+  if (now.timeline > was.timeline) {
+    return member + " promoted onto timeline " + std::to_string(now.timeline);
+  }
+  if (!now.writable()) return member + " turned read-only";
+  return "";
+}
+
+// The same from any kind's claims: empty while it still holds and takes writes.
+std::string ClaimClause(const std::string& member, const Claim& now) {
+  if (!now.holds) return member + " demoted (no longer holds)";
+  if (now.fenced) return member + " fenced (refuses writes)";
+  return "";
+}
+
+}  // namespace
+
 std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observation>& first,
                                                      const std::vector<Observation>& reprobe) {
   TransitionEvidence evidence;
@@ -13,20 +38,15 @@ std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observati
     }
     if (before == nullptr || !before->seen_writable()) continue;
     evidence.members.push_back(after.member);
-    const PostgresReading& was = *before->reading();
     std::string clause;
-    if (const PostgresReading* now = after.reading()) {
-      if (now->in_recovery) {
-        clause = after.member + " demoted (in recovery on timeline " +
-                 std::to_string(now->timeline) + ")";
-      } else if (now->postmaster_start != was.postmaster_start) {
-        clause = after.member + " restarted";
-      } else if (now->timeline > was.timeline) {
-        clause = after.member + " promoted onto timeline " + std::to_string(now->timeline);
-      } else if (!now->writable()) {
-        clause = after.member + " turned read-only";
-      } else {
-        clause = after.member + " still writable on timeline " + std::to_string(now->timeline);
+    if (const auto now = after.claim()) {
+      const PostgresReading* was = before->reading();
+      clause = was != nullptr && after.reading() != nullptr
+                   ? PostgresClause(after.member, *was, *after.reading())
+                   : ClaimClause(after.member, *now);
+      if (clause.empty()) {
+        clause = after.member + " still writable";
+        if (after.reading()) clause += " on timeline " + std::to_string(now->epoch);
         if (!evidence.summary.empty()) evidence.summary += "; ";
         evidence.summary += clause;
         continue;
@@ -64,6 +84,8 @@ std::optional<TransitionEvidence> DescribePrimaryMove(const std::string& previou
     if (obs.member != previous) continue;
     if (const PostgresReading* r = obs.reading()) {
       evidence.summary += r->in_recovery ? "; " + previous + " is a replica now" : "";
+    } else if (const auto claim = obs.claim()) {
+      evidence.summary += claim->holds ? "" : "; " + previous + " is a replica now";
     } else {
       evidence.summary +=
           "; " + previous + " unreadable (" + ReasonName(obs.failure()->reason) + ")";

@@ -51,9 +51,10 @@ size_t DiscoveredCount(const ClusterSpec& spec) {
 std::vector<size_t> Candidates(const ClusterSpec& spec, const std::vector<Observation>& round,
                                const std::string& lineage) {
   std::vector<size_t> out;
+  const LineageLinks links(round);
   for (size_t i = 0; i < round.size(); ++i) {
     const Observation& obs = round[i];
-    if (obs.seen_writable() && obs.reading()->system_identifier == lineage &&
+    if (obs.seen_writable() && links.Same(obs.claim()->lineage, lineage) &&
         !ClaimsOtherScope(spec, obs)) {
       out.push_back(i);
     }
@@ -632,7 +633,7 @@ Scheduler::RoundListener Scheduler::RecordRound(ClusterRuntime& cluster, RoundRe
   if (assessment.writable.size() == 1) {
     state.last_primary = assessment.writable.front();
     for (const auto& obs : round) {
-      if (obs.member == state.last_primary) state.last_primary_timeline = obs.reading()->timeline;
+      if (obs.member == state.last_primary) state.last_primary_timeline = obs.claim()->epoch;
     }
   }
   ApplySuppressors(SuppressionInput{spec, round, state.history, active, transition, times.end_wall},
@@ -681,7 +682,7 @@ void Scheduler::UpdateForks(const std::vector<Declaration>& active, WallClock::t
       if (obs.patroni) {
         if (const auto* claim = std::get_if<PatroniReading>(&*obs.patroni)) unit = claim->scope;
       }
-      sightings.push_back({c.spec.name, unit, home, obs.reading()->system_identifier, obs.member});
+      sightings.push_back({c.spec.name, unit, home, obs.claim()->lineage, obs.member});
     }
   }
   auto forks = FindLineageForks(sightings, active, now);

@@ -17,6 +17,9 @@ std::string MemberState(const MemberHistory* h) {
     if (r->writable()) return "writable";
     return r->in_recovery ? "replica" : "read-only";
   }
+  if (const auto claim = h->last->claim()) {
+    return claim->writable() ? "writable" : claim->holds ? "fenced" : "replica";
+  }
   return std::string("unknown (") + ReasonName(h->last->failure()->reason) + ")";
 }
 
@@ -176,6 +179,17 @@ void AddProbeFields(const MemberHistory& h, const std::string& lineage, nlohmann
     member["wal_lsn"] = r.wal_lsn;
     member["server_version"] = r.server_version;
     member["postmaster_start"] = r.postmaster_start;
+    member["last_success"] = FormatTime(*h.last_ok);
+  } else if (h.last_claim) {
+    // Another kind: its lineage, and the one it continued from.
+    const Claim& c = *h.last_claim;
+    member["lineage"] = c.lineage;
+    member["in_lineage"] = c.lineage == lineage;
+    if (!c.previous_lineage.empty()) {
+      member["previous_lineage"] = c.previous_lineage;
+      member["previous_lineage_offset"] = c.previous_lineage_offset;
+    }
+    member["fenced"] = c.fenced;
     member["last_success"] = FormatTime(*h.last_ok);
   }
   if (h.writable_since) member["writable_since"] = FormatTime(*h.writable_since);
