@@ -190,6 +190,9 @@ struct DcsView {
   /// What was read but ignored, each saying why ("members/evil: conn_url is not a string"):
   /// values anyone with write access to the DCS can set, which must not blind the view.
   std::vector<std::string> rejected;
+  /// Stores kept by several keepers voting (Sentinel): each keeper that did not answer or
+  /// named another holder than the majority, saying which. Evidence, never the record.
+  std::vector<std::string> dissent;
 };
 
 /// The timing of one reading: the answer was produced somewhere inside [sent, received].

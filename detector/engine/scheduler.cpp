@@ -10,6 +10,8 @@
 #include "probes/http_json.h"
 #include "probes/patroni.h"
 #include "probes/postgres.h"
+#include "probes/redis.h"
+#include "probes/sentinel.h"
 #include "suppressors/transition.h"
 
 namespace sbd {
@@ -190,11 +192,30 @@ std::string PatroniLeaderKey(const ClusterSpec& spec) {
   return spec.dcs_namespace + "/" + spec.scope + "/leader";
 }
 
-// A built-in kind: the name the config spells, the lock store that keeps its record (none
-// when the members' claims are all there is) and where that store keeps it.
+std::unique_ptr<MemberProbe> PostgresMember(const ClusterSpec& spec, const MemberSpec& member) {
+  return std::make_unique<PostgresProbe>(member, spec.probe_timeout);
+}
+
+std::unique_ptr<MemberProbe> RedisMember(const ClusterSpec& spec, const MemberSpec& member) {
+  return std::make_unique<RedisProbe>(member, spec.redis.username);
+}
+
+std::unique_ptr<LockStore> RedisSentinelStore(const ClusterSpec& spec) {
+  return std::make_unique<SentinelStore>(spec.redis.sentinels, spec.redis.master_name,
+                                         spec.members);
+}
+
+std::string RedisSentinelRecord(const ClusterSpec& spec) {
+  return "Sentinel's master " + spec.redis.master_name;
+}
+
+// A built-in kind: the name the config spells, the probe of its members, the lock store that
+// keeps its record (none when the members' claims are all there is) and where that store
+// keeps it.
 struct BuiltInKind {
   ClusterKind kind;
   const char* name;
+  std::unique_ptr<MemberProbe> (*member)(const ClusterSpec&, const MemberSpec&);
   std::unique_ptr<LockStore> (*store)(const ClusterSpec&);
   std::string (*record)(const ClusterSpec&);
 };
@@ -202,8 +223,9 @@ struct BuiltInKind {
 // The registry of built-in kinds, one line each: the only place below the config that tells
 // kinds apart. Everything else sees what a cluster has (a store, a scope, managers).
 constexpr BuiltInKind kBuiltInKinds[] = {
-    {ClusterKind::kPostgres, "postgres", nullptr, nullptr},
-    {ClusterKind::kPatroni, "patroni", PatroniEtcdStore, PatroniLeaderKey},
+    {ClusterKind::kPostgres, "postgres", PostgresMember, nullptr, nullptr},
+    {ClusterKind::kPatroni, "patroni", PostgresMember, PatroniEtcdStore, PatroniLeaderKey},
+    {ClusterKind::kRedis, "redis", RedisMember, RedisSentinelStore, RedisSentinelRecord},
 };
 
 const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {
@@ -211,11 +233,17 @@ const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {
     if (kind.kind == spec.kind) return kind;
   }
   // A kind the config parses but nobody registered: it keeps no record, and its name says so.
-  static constexpr BuiltInKind kUnregistered{{}, "unregistered", nullptr, nullptr};
+  static constexpr BuiltInKind kUnregistered{{}, "unregistered", PostgresMember, nullptr, nullptr};
   return kUnregistered;
 }
 
 }  // namespace
+
+ProbeFactory BuiltInMemberProbeFactory() {
+  return [](const ClusterSpec& cluster, const MemberSpec& member) {
+    return BuiltInKindOf(cluster).member(cluster, member);
+  };
+}
 
 ProbeFactory PostgresProbeFactory() {
   return [](const ClusterSpec& cluster, const MemberSpec& member) {

@@ -156,6 +156,7 @@ nlohmann::json LockJson(const ClusterSnapshot& c) {
     lock["endpoint"] = c.last_good_dcs->endpoint;
     // Keys the lock store holds that could not be read (e.g. a hostile members/* value).
     lock["rejected_keys"] = c.last_good_dcs->rejected;
+    if (!c.last_good_dcs->dissent.empty()) lock["dissent"] = c.last_good_dcs->dissent;
     lock["last_success"] = FormatTime(c.last_dcs_success);
   }
   return lock;
