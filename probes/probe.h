@@ -193,6 +193,16 @@ struct DcsView {
   /// Stores kept by several keepers voting (Sentinel): each keeper that did not answer or
   /// named another holder than the majority, saying which. Evidence, never the record.
   std::vector<std::string> dissent;
+  /// Stores that move the lock themselves (Sentinel's failover): true while the store says
+  /// it is moving it now.
+  bool handover_in_progress = false;
+  /// The holder the store named before its latest change of holder, and when this reader saw
+  /// the change; empty/unset when it has seen none.
+  std::string previous_holder;
+  std::optional<WallClock::time_point> holder_changed_at;
+  /// How long after a change of holder the store itself still demotes the previous one
+  /// (Sentinel reconfigures an old master that reports itself master); zero when it does not.
+  std::chrono::milliseconds handover_bound{0};
 };
 
 /// The timing of one reading: the answer was produced somewhere inside [sent, received].

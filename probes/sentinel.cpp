@@ -1,5 +1,6 @@
 #include "probes/sentinel.h"
 
+#include <algorithm>
 #include <map>
 
 namespace sbd {
@@ -54,7 +55,22 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Read(SteadyClock::time_point 
                                       : SteadyClock::duration::zero();
     answers.push_back(Ask(*clients_[i], now + share));
   }
-  return Vote(sentinels_, answers, members_);
+  auto record = Vote(sentinels_, answers, members_);
+  if (auto* view = std::get_if<DcsView>(&record)) RememberHolder(*view);
+  return record;
+}
+
+void SentinelStore::RememberHolder(DcsView& view) {
+  if (!view.holder.empty() && view.holder != holder_) {
+    if (!holder_.empty()) {
+      previous_holder_ = holder_;
+      holder_changed_at_ = WallClock::now();
+    }
+    holder_ = view.holder;
+  }
+  view.previous_holder = previous_holder_;
+  view.holder_changed_at = holder_changed_at_;
+  view.handover_bound = kSentinelHandoverBound;
 }
 
 std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
@@ -72,6 +88,7 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
   }
   DcsView record;
   record.lease_id = "0";
+  std::int64_t newest_dissent = -1;
   for (size_t i = 0; i < answers.size() && i < sentinels.size(); ++i) {
     const std::string& who = sentinels[i];
     if (const auto* failure = std::get_if<ProbeFailure>(&answers[i])) {
@@ -87,10 +104,12 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
     if (view.address != majority) {
       record.dissent.push_back("sentinel " + who + " names " + view.address + " at epoch " +
                                std::to_string(view.config_epoch) + " (flags " + view.flags + ")");
+      newest_dissent = std::max(newest_dissent, view.config_epoch);
       continue;
     }
     if (view.config_epoch >= record.mod_revision) record.mod_revision = view.config_epoch;
     if (view.failover_in_progress) {
+      record.handover_in_progress = true;
       record.dissent.push_back("sentinel " + who + ": failover in progress at epoch " +
                                std::to_string(view.config_epoch));
     }
@@ -101,6 +120,9 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
                         "no sentinel answered: " + failures};
   }
   if (!majority.empty()) record.holder = NamedMember(majority, members);
+  // A sentinel that names another master at a newer epoch has seen a failover the others
+  // have not heard of yet (Sentinel spreads a new configuration every 2 s).
+  if (!majority.empty() && newest_dissent > record.mod_revision) record.handover_in_progress = true;
   return record;
 }
 

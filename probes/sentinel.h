@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <variant>
@@ -11,6 +12,11 @@
 #include "probes/redis_info.h"
 
 namespace sbd {
+
+/// How long after a failover Sentinel may take to turn an old master that still reports
+/// master into a replica: it waits 4 publish periods (8 s) after the role report, and reads a
+/// replica's INFO every 10 s. Measured here: 11 s for redis-sentinel 7.0.
+constexpr std::chrono::milliseconds kSentinelHandoverBound{20000};
 
 /// Sentinel's record of a Redis replication group: every configured sentinel is asked
 /// `SENTINEL get-master-addr-by-name` and `SENTINEL master` (one round trip each, over a kept
@@ -39,7 +45,13 @@ class SentinelStore : public LockStore {
   std::vector<std::string> sentinels_;
   std::string master_name_;
   std::vector<MemberSpec> members_;
+  /// Fills the record's previous holder and when this store saw the holder change.
+  void RememberHolder(DcsView& view);
+
   std::vector<std::unique_ptr<RedisClient>> clients_;
+  std::string holder_;
+  std::string previous_holder_;
+  std::optional<WallClock::time_point> holder_changed_at_;
 };
 
 }  // namespace sbd

@@ -1,5 +1,7 @@
 #include "suppressors/transition.h"
 
+#include <algorithm>
+
 namespace sbd {
 
 namespace {
@@ -63,6 +65,40 @@ std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observati
   }
   if (!explained) return std::nullopt;
   evidence.from_candidate = true;
+  return evidence;
+}
+
+std::optional<TransitionEvidence> DescribeHandover(const DcsView& record,
+                                                   const std::vector<std::string>& writable,
+                                                   const ClusterHistory& history,
+                                                   WallClock::time_point now, Millis ttl) {
+  const auto holder = std::find(writable.begin(), writable.end(), record.holder);
+  if (record.holder.empty() || holder == writable.end()) return std::nullopt;
+  TransitionEvidence evidence;
+  evidence.members = writable;
+  evidence.from_candidate = true;
+  const std::string epoch = " (epoch " + std::to_string(record.mod_revision) + ")";
+  for (const auto& member : writable) {
+    if (member == record.holder) continue;
+    if (!evidence.summary.empty()) evidence.summary += "; ";
+    if (record.handover_in_progress) {
+      evidence.summary += "the lock store is moving the lock" + epoch + ": " + member +
+                          " writable beside " + record.holder;
+      continue;
+    }
+    if (member != record.previous_holder || !record.holder_changed_at) return std::nullopt;
+    const auto since = now - *record.holder_changed_at;
+    if (since > record.handover_bound) return std::nullopt;
+    auto it = history.members.find(member);
+    if (it == history.members.end() ||
+        (it->second.last_failed && *it->second.last_failed > *record.holder_changed_at - ttl)) {
+      return std::nullopt;
+    }
+    const long long ms = std::chrono::duration_cast<Millis>(since).count();
+    evidence.summary += member + " held the lock until " + std::to_string(ms) + " ms ago" + epoch +
+                        " and awaits the store's demotion of it; " + record.holder +
+                        " holds it now";
+  }
   return evidence;
 }
 

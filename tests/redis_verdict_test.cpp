@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "detector/verdicts/verdict.h"
+#include "suppressors/transition.h"
 
 namespace sbd {
 namespace {
@@ -105,6 +106,39 @@ TEST_CASE("redis verdict: lineage links follow a chain of failovers", "[redis][v
   CHECK_FALSE(links.Same(kX, std::string(40, 'd')));
   links.Link(kX, "");  // nothing to join
   CHECK(links.Same(kX, kX));
+}
+
+TEST_CASE("redis handover: the store's own failover excuses a double master for its bound only",
+          "[redis][verdict]") {
+  const auto now = WallClock::now();
+  const Millis ttl(5000);
+  ClusterHistory history;
+  history.members["old"].last_ok = now;
+  DcsView record;
+  record.holder = "new";
+  record.mod_revision = 4;
+  record.previous_holder = "old";
+  record.holder_changed_at = now - std::chrono::seconds(3);
+  record.handover_bound = std::chrono::seconds(20);
+  const std::vector<std::string> both = {"new", "old"};
+  const auto excused = DescribeHandover(record, both, history, now, ttl);
+  REQUIRE(excused.has_value());
+  CHECK(excused->from_candidate);
+  CHECK(excused->summary.find("old held the lock until 3000 ms ago (epoch 4)") !=
+        std::string::npos);
+  // Past the bound, Sentinel should have demoted it: a split brain.
+  CHECK_FALSE(DescribeHandover(record, both, history, now + std::chrono::seconds(18), ttl));
+  // Back from being unreadable around the change (frozen, partitioned): never excused.
+  history.members["old"].last_failed = now - std::chrono::seconds(4);
+  CHECK_FALSE(DescribeHandover(record, both, history, now, ttl));
+  // A member the store never named (a replica promoted by hand) is not excused either...
+  history.members["old"].last_failed.reset();
+  CHECK_FALSE(DescribeHandover(record, {"new", "stranger"}, history, now, ttl));
+  // ...unless the store says it is moving the lock right now.
+  record.handover_in_progress = true;
+  CHECK(DescribeHandover(record, {"new", "stranger"}, history, now, ttl).has_value());
+  // Without the holder among the writable, nothing is explained.
+  CHECK_FALSE(DescribeHandover(record, {"old", "stranger"}, history, now, ttl));
 }
 
 }  // namespace sbd

@@ -617,8 +617,21 @@ Scheduler::Confirmation Scheduler::ConfirmRound(ClusterRuntime& cluster, RoundRe
   if (again.size() < 2) return out;
   out.candidate = true;
   RoundReadings reprobe = ProbeRound(cluster, again, true);
-  out.confirmed = !ConfirmedWritable(reprobe.members, lineage, &round).empty();
+  const std::vector<std::string> confirmed = ConfirmedWritable(reprobe.members, lineage, &round);
+  out.confirmed = !confirmed.empty();
   if (!out.confirmed) out.transition = DescribeTransition(round, reprobe.members);
+  const std::optional<DcsResult>& record = reprobe.dcs ? reprobe.dcs : readings.dcs;
+  const DcsView* view = record ? std::get_if<DcsView>(&*record) : nullptr;
+  if (out.confirmed && view != nullptr) {
+    ClusterHistory history;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      history = cluster.state.history;
+    }
+    out.transition =
+        DescribeHandover(*view, confirmed, history, WallClock::now(), cluster.state.spec.ttl);
+    out.confirmed = !out.transition.has_value();
+  }
   if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
     readings.dcs = std::move(reprobe.dcs);
   }

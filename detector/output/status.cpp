@@ -361,6 +361,7 @@ void AddRoundFields(const ClusterSnapshot& c, nlohmann::json& cluster) {
     cluster["evidence"]["zombies"] = a.zombies;
   }
   if (!c.spec.scope.empty()) cluster["evidence"]["other_scope"] = a.other_scope;
+  if (!a.fenced.empty()) cluster["evidence"]["fenced"] = a.fenced;
   cluster["witnesses"] = WitnessesJson(c);
   cluster["confirmations"] = {{"confirmed", c.confirmations_accepted},
                               {"rejected", c.confirmations_rejected}};

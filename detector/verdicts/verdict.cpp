@@ -106,6 +106,7 @@ void RecordObservation(MemberHistory& history, const Observation& obs, WallClock
   }
   const std::optional<Claim> claim = obs.claim();
   if (!claim) {
+    history.last_failed = at;
     ++history.consecutive_failures;
     return;
   }
@@ -293,15 +294,15 @@ void Decide(bool confirmed, Assessment& a) {
     } else if (!a.zombies.empty()) {
       summary << "; no lock holder readable, zombie by older timeline: " << Join(a.zombies);
     }
-  } else if (a.writable.size() == 1 && !a.zombies.empty()) {
-    a.verdict = Verdict::kSuspected;
-    summary << a.writable.front() << " is writable but " << a.lock_holder
-            << " holds the lock: a zombie primary, or a failover in progress";
   } else if (!a.fenced.empty() && a.writable.size() + a.fenced.size() >= 2) {
     a.verdict = Verdict::kSuspected;
     summary << Join(a.fenced) << " acts as holder but refuses writes (min-replicas-to-write "
             << "unmet): a fenced holder";
     if (!a.writable.empty()) summary << "; " << Join(a.writable) << " is writable";
+  } else if (a.writable.size() == 1 && !a.zombies.empty()) {
+    a.verdict = Verdict::kSuspected;
+    summary << a.writable.front() << " is writable but " << a.lock_holder
+            << " holds the lock: a zombie primary, or a failover in progress";
   } else if (a.writable.size() >= 2) {
     a.verdict = Verdict::kSuspected;
     summary << "writable readings of " << Join(a.writable)

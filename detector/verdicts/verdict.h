@@ -37,6 +37,7 @@ struct MemberHistory {
   std::optional<WallClock::time_point> writable_since;      ///< start of the writable streak
   std::optional<WallClock::time_point> last_seen_writable;  ///< latest writable reading
   int consecutive_failures = 0;
+  std::optional<WallClock::time_point> last_failed;  ///< the latest failed probe
   /// Patroni: the latest successful REST reading, and when the DCS last named it holder.
   std::optional<PatroniReading> last_patroni;
   std::optional<WallClock::time_point> last_seen_holding;
