@@ -217,7 +217,7 @@ TEST_CASE("redis: three planned Sentinel failovers page nobody and warn nobody",
   const nlohmann::json status = group.Status();
   INFO(status.dump(2));
   for (const auto& d : group.Firing("SplitBrainSuspected", start)) {
-    UNSCOPED_INFO(AlertNamed(d, "SplitBrainSuspected")["annotations"].dump());
+    UNSCOPED_INFO("warned: " << AlertNamed(d, "SplitBrainSuspected")["annotations"].dump());
   }
   CHECK(group.Firing("SplitBrain", start).empty());
   CHECK(group.Firing("SplitBrainSuspected", start).empty());
