@@ -266,7 +266,8 @@ Observation PostgresProbe::Probe(SteadyClock::time_point deadline, StartGate* ga
   obs.window.sent_wall = WallClock::now();
   obs.window.sent = SteadyClock::now();
   bool drop_connection = false;
-  obs.result = Read(deadline, &drop_connection);
+  std::visit([&obs](auto&& value) { obs.result = std::move(value); },
+             Read(deadline, &drop_connection));
   obs.window.received = SteadyClock::now();
   if (auto* reading = std::get_if<PostgresReading>(&obs.result); reading && !drop_connection) {
     AddTimelineHistory(*reading, deadline, &drop_connection);

@@ -85,6 +85,58 @@ struct PostgresReading {
   std::string timeline_history_error;  ///< why the history is unknown; empty when known or unwanted
 };
 
+/// What a Redis server said about itself (INFO replication and INFO server), read in one
+/// round trip. Plain value type.
+struct RedisReading {
+  std::string role;                      ///< "master" or "slave", as Redis spells it
+  std::string master_replid;             ///< the replication id (the lineage)
+  std::string master_replid2;            ///< the id it continued from; empty when none
+  std::int64_t second_repl_offset = -1;  ///< where it left master_replid2; -1 when none
+  std::int64_t master_repl_offset = 0;   ///< its replication offset
+  std::string run_id;                    ///< changes at every restart
+  std::string redis_version;
+  int connected_replicas = 0;  ///< connected_slaves
+  /// min_slaves_good_slaves: present only while min-replicas-to-write is configured.
+  std::optional<int> good_replicas;
+  /// min-replicas-to-write, when the server let us read it (CONFIG GET); unknown otherwise.
+  std::optional<int> min_replicas_to_write;
+  std::string master_host;         ///< a replica's upstream (master_host); empty on a master
+  int master_port = 0;             ///< a replica's upstream port; 0 when none
+  std::string master_link_status;  ///< a replica's link: "up" or "down"
+  /// A master whose min-replicas-to-write is not met refuses writes (NOREPLICAS). With the
+  /// setting unreadable, only zero good replicas proves it (the field shows only when it is >= 1).
+  bool writes_blocked() const {
+    if (!good_replicas) return false;
+    if (min_replicas_to_write) return *good_replicas < *min_replicas_to_write;
+    return *good_replicas == 0;
+  }
+};
+
+/// What a member claims about the lock, in terms every kind shares. The verdict decides from
+/// this alone; a kind's own reading (PostgresReading, RedisReading) is evidence beside it.
+struct Claim {
+  bool holds = false;   ///< acts as the holder: a writable PostgreSQL, a Redis master
+  bool fenced = false;  ///< holds, but its own guard refuses writes (min-replicas-to-write)
+  std::string lineage;  ///< PostgreSQL system identifier, Redis master_replid
+  /// The lineage it continued from (Redis master_replid2); empty when none. Two claims whose
+  /// lineage and previous lineage meet are one lineage.
+  std::string previous_lineage;
+  std::int64_t previous_lineage_offset = -1;  ///< where it left previous_lineage; -1 when none
+  std::int64_t epoch = 0;                     ///< PostgreSQL timeline; 0 when the kind has none
+  std::string token;                          ///< the holder's token, when the kind has one
+  /// The session that read it, when an unchanged session proves the claim held in between
+  /// (a PostgreSQL primary cannot return to recovery without a restart); empty otherwise.
+  std::string session;
+  /// True when holding and able to take writes.
+  bool writable() const { return holds && !fenced; }
+};
+
+/// The claim of a PostgreSQL reading: writable, system identifier, timeline, backend session.
+Claim ClaimOf(const PostgresReading& reading);
+/// The claim of a Redis reading: master, replid/replid2, fenced by min-replicas-to-write. A
+/// master can turn replica on the same connection, so no session proves continuity.
+Claim ClaimOf(const RedisReading& reading);
+
 /// One member as Patroni's GET /cluster lists it.
 struct PatroniClusterMember {
   std::string name;
@@ -138,6 +190,19 @@ struct DcsView {
   /// What was read but ignored, each saying why ("members/evil: conn_url is not a string"):
   /// values anyone with write access to the DCS can set, which must not blind the view.
   std::vector<std::string> rejected;
+  /// Stores kept by several keepers voting (Sentinel): each keeper that did not answer or
+  /// named another holder than the majority, saying which. Evidence, never the record.
+  std::vector<std::string> dissent;
+  /// Stores that move the lock themselves (Sentinel's failover): true while the store says
+  /// it is moving it now.
+  bool handover_in_progress = false;
+  /// The holder the store named before its latest change of holder, and when this reader saw
+  /// the change; empty/unset when it has seen none.
+  std::string previous_holder;
+  std::optional<WallClock::time_point> holder_changed_at;
+  /// How long after a change of holder the store itself still demotes the previous one
+  /// (Sentinel reconfigures an old master that reports itself master); zero when it does not.
+  std::chrono::milliseconds handover_bound{0};
 };
 
 /// The timing of one reading: the answer was produced somewhere inside [sent, received].
@@ -156,16 +221,25 @@ struct ReadingWindow {
 struct Observation {
   std::string member;
   ReadingWindow window;
-  std::variant<PostgresReading, ProbeFailure> result;
+  /// The kind's reading (its claim is ClaimOf(reading)) or why there is none.
+  std::variant<PostgresReading, RedisReading, ProbeFailure> result;
   /// Members with a manager only: what it (Patroni's REST API) claimed in the same round, read
   /// concurrently with PostgreSQL so that a hung API never hides the database.
   std::optional<std::variant<PatroniReading, ProbeFailure>> patroni;
 
-  bool ok() const { return std::holds_alternative<PostgresReading>(result); }
+  bool ok() const { return !std::holds_alternative<ProbeFailure>(result); }
+  /// PostgreSQL's evidence (WAL, upstream, ...); null for a failure or another kind.
   const PostgresReading* reading() const { return std::get_if<PostgresReading>(&result); }
+  /// Redis's evidence; null for a failure or another kind.
+  const RedisReading* redis() const { return std::get_if<RedisReading>(&result); }
   const ProbeFailure* failure() const { return std::get_if<ProbeFailure>(&result); }
+  /// The kind-neutral claim; nullopt for a failure.
+  std::optional<Claim> claim() const;
   /// Writable only when seen to be; a failed probe is never writable and never "not writable".
-  bool seen_writable() const { return ok() && reading()->writable(); }
+  /// A fenced holder is not writable.
+  bool seen_writable() const;
+  /// Seen holding while its own guard refuses writes.
+  bool seen_fenced() const;
 };
 
 /// Lets concurrent probes send their readings together, so that a confirmation re-probe

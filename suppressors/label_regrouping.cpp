@@ -11,9 +11,11 @@ void LabelRegroupingSuppressor::Apply(const SuppressionInput& in, Assessment& a)
   s.members = a.drift;
   for (const auto& member : a.drift) {
     for (const auto& obs : in.round) {
-      if (obs.member != member || !obs.reading()) continue;
+      const auto claim = obs.claim();
+      if (obs.member != member || !claim) continue;
       if (!s.reason.empty()) s.reason += "; ";
-      s.reason += member + " is system identifier " + obs.reading()->system_identifier;
+      s.reason +=
+          member + (obs.reading() ? " is system identifier " : " is lineage ") + claim->lineage;
       const std::string scope = ClaimedScope(in, member);
       if (!scope.empty() && scope != in.spec.scope) s.reason += " in scope " + scope;
     }

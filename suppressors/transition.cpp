@@ -1,6 +1,33 @@
 #include "suppressors/transition.h"
 
+#include <algorithm>
+
 namespace sbd {
+
+namespace {
+
+// What became of a member that read writable, from PostgreSQL's readings.
+std::string PostgresClause(const std::string& member, const PostgresReading& was,
+                           const PostgresReading& now) {
+  if (now.in_recovery) {
+    return member + " demoted (in recovery on timeline " + std::to_string(now.timeline) + ")";
+  }
+  if (now.postmaster_start != was.postmaster_start) return member + " restarted";
+  if (now.timeline > was.timeline) {
+    return member + " promoted onto timeline " + std::to_string(now.timeline);
+  }
+  if (!now.writable()) return member + " turned read-only";
+  return "";
+}
+
+// The same from any kind's claims: empty while it still holds and takes writes.
+std::string ClaimClause(const std::string& member, const Claim& now) {
+  if (!now.holds) return member + " demoted (no longer holds)";
+  if (now.fenced) return member + " fenced (refuses writes)";
+  return "";
+}
+
+}  // namespace
 
 std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observation>& first,
                                                      const std::vector<Observation>& reprobe) {
@@ -13,20 +40,15 @@ std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observati
     }
     if (before == nullptr || !before->seen_writable()) continue;
     evidence.members.push_back(after.member);
-    const PostgresReading& was = *before->reading();
     std::string clause;
-    if (const PostgresReading* now = after.reading()) {
-      if (now->in_recovery) {
-        clause = after.member + " demoted (in recovery on timeline " +
-                 std::to_string(now->timeline) + ")";
-      } else if (now->postmaster_start != was.postmaster_start) {
-        clause = after.member + " restarted";
-      } else if (now->timeline > was.timeline) {
-        clause = after.member + " promoted onto timeline " + std::to_string(now->timeline);
-      } else if (!now->writable()) {
-        clause = after.member + " turned read-only";
-      } else {
-        clause = after.member + " still writable on timeline " + std::to_string(now->timeline);
+    if (const auto now = after.claim()) {
+      const PostgresReading* was = before->reading();
+      clause = was != nullptr && after.reading() != nullptr
+                   ? PostgresClause(after.member, *was, *after.reading())
+                   : ClaimClause(after.member, *now);
+      if (clause.empty()) {
+        clause = after.member + " still writable";
+        if (after.reading()) clause += " on timeline " + std::to_string(now->epoch);
         if (!evidence.summary.empty()) evidence.summary += "; ";
         evidence.summary += clause;
         continue;
@@ -43,6 +65,51 @@ std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observati
   }
   if (!explained) return std::nullopt;
   evidence.from_candidate = true;
+  return evidence;
+}
+
+std::optional<TransitionEvidence> DescribeHandover(const DcsView& record,
+                                                   const std::vector<std::string>& writable,
+                                                   const ClusterHistory& history,
+                                                   WallClock::time_point now, Millis ttl) {
+  const auto holder = std::find(writable.begin(), writable.end(), record.holder);
+  if (record.holder.empty() || holder == writable.end()) return std::nullopt;
+  // A member back from not answering (frozen, partitioned) within the last TTL is the
+  // zombie the store has not dealt with: never excused, whichever side of the move it is on.
+  for (const auto& member : writable) {
+    auto it = history.members.find(member);
+    if (it != history.members.end() && it->second.last_unanswered &&
+        *it->second.last_unanswered > now - ttl) {
+      return std::nullopt;
+    }
+  }
+  TransitionEvidence evidence;
+  evidence.members = writable;
+  evidence.from_candidate = true;
+  evidence.from_store = true;
+  const std::string epoch = " (epoch " + std::to_string(record.mod_revision) + ")";
+  for (const auto& member : writable) {
+    if (member == record.holder) continue;
+    if (!evidence.summary.empty()) evidence.summary += "; ";
+    if (record.handover_in_progress) {
+      evidence.summary += "the lock store is moving the lock" + epoch + ": " + member +
+                          " writable beside " + record.holder;
+      continue;
+    }
+    if (member != record.previous_holder || !record.holder_changed_at) return std::nullopt;
+    const auto since = now - *record.holder_changed_at;
+    if (since > record.handover_bound) return std::nullopt;
+    auto it = history.members.find(member);
+    if (it == history.members.end() ||
+        (it->second.last_unanswered &&
+         *it->second.last_unanswered > *record.holder_changed_at - ttl)) {
+      return std::nullopt;
+    }
+    const long long ms = std::chrono::duration_cast<Millis>(since).count();
+    evidence.summary += member + " held the lock until " + std::to_string(ms) + " ms ago" + epoch +
+                        " and awaits the store's demotion of it; " + record.holder +
+                        " holds it now";
+  }
   return evidence;
 }
 
@@ -64,6 +131,8 @@ std::optional<TransitionEvidence> DescribePrimaryMove(const std::string& previou
     if (obs.member != previous) continue;
     if (const PostgresReading* r = obs.reading()) {
       evidence.summary += r->in_recovery ? "; " + previous + " is a replica now" : "";
+    } else if (const auto claim = obs.claim()) {
+      evidence.summary += claim->holds ? "" : "; " + previous + " is a replica now";
     } else {
       evidence.summary +=
           "; " + previous + " unreadable (" + ReasonName(obs.failure()->reason) + ")";
@@ -83,6 +152,10 @@ void TransitionSuppressor::Apply(const SuppressionInput& in, Assessment& a) cons
   // Evidence, not a declaration: it lapses one TTL after it was seen.
   s.expires = in.now + in.spec.ttl;
   a.suppressions.push_back(std::move(s));
+  // A store's handover lasts many rounds (Sentinel: seconds); it is shown, counted, bounded
+  // by the store's own limit, and not a suspicion that would warn.
+  if (in.transition->from_store && a.verdict == Verdict::kSuspected)
+    a.verdict = Verdict::kSuppressed;
 }
 
 }  // namespace sbd

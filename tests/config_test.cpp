@@ -258,6 +258,23 @@ TEST_CASE("config: a patroni cluster with members and its own ttl", "[config]") 
   CHECK_FALSE(legacy.ttl_from_dcs);
 }
 
+TEST_CASE("config: a redis cluster reads its members by address and its Sentinel block",
+          "[config]") {
+  const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-redis.yml")).clusters();
+  REQUIRE(clusters.size() == 1);
+  const sbd::ClusterSpec& c = clusters[0];
+  CHECK(c.kind == sbd::ClusterKind::kRedis);
+  CHECK(c.scope.empty());
+  CHECK(c.redis.master_name == "cache-main");
+  CHECK(c.redis.sentinels ==
+        std::vector<std::string>{"127.0.0.1:26379", "127.0.0.1:26380", "127.0.0.1:26381"});
+  CHECK(c.redis.username == "splitbrain");
+  REQUIRE(c.members.size() == 2);
+  CHECK(c.members[1].address == "127.0.0.1:6380");
+  CHECK(c.members[1].dsn.empty());
+  CHECK(c.members[1].password_env == std::optional<std::string>("SBD_REDIS_PASSWORD"));
+}
+
 TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
   // Every error carries file:line:column, the key path and a message, sorted by position.
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
@@ -320,8 +337,22 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "10:11: clusters[1].name: expected a name of letters, digits, '_', '.' and '-'",
         "11:14: clusters[1].members: expected a sequence", "12:1: extra: unknown key"}},
       {"invalid-kind.yml",
-       {"3:11: clusters[0].kind: expected postgres or patroni",
-        "8:11: clusters[1].kind: expected postgres or patroni"}},
+       {"3:11: clusters[0].kind: expected postgres, patroni or redis",
+        "8:11: clusters[1].kind: expected postgres, patroni or redis"}},
+      {"invalid-redis.yml",
+       {"4:5: clusters[0].scope: only valid for kind: patroni",
+        "7:18: clusters[0].members[0].address: expected host:port",
+        "8:9: clusters[0].members[1].address: required",
+        "9:9: clusters[0].members[1].dsn: unknown key",
+        "11:20: clusters[0].redis.master_name: expected a name of letters, digits, '_', '.' and "
+        "'-'",
+        "12:19: clusters[0].redis.sentinels[0]: expected host:port",
+        "12:32: clusters[0].redis.sentinels[1]: expected host:port",
+        "14:21: clusters[0].redis.password_env: only one of password_file and password_env may be "
+        "set",
+        "15:12: clusters[0].redis.tls: TLS to Redis is not supported yet",
+        "16:5: clusters[1].redis: required",
+        "25:5: clusters[2].redis: only valid for kind: redis"}},
       {"invalid-patroni-key-on-postgres.yml",
        {"4:5: clusters[0].scope: only valid for kind: patroni",
         "5:5: clusters[0].namespace: only valid for kind: patroni",

@@ -591,10 +591,10 @@ class ConfigParser {
 
   ClusterSpec ParseCluster(const YAML::Node& node, const std::string& path, SeenNames& seen) {
     ClusterSpec cluster;
-    const std::optional<Fields> fields =
-        ReadMapping(node, path,
-                    {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier",
-                     "members", "scope", "namespace", "etcd", "discover", "discovery", "file_sd"});
+    const std::optional<Fields> fields = ReadMapping(
+        node, path,
+        {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier", "members",
+         "scope", "namespace", "etcd", "discover", "discovery", "file_sd", "redis"});
     if (!fields) return cluster;
     if (const Entry* name = Required(*fields, node, path, "name")) {
       cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
@@ -608,12 +608,22 @@ class ConfigParser {
       ParseSystemIdentifier(*id, Join(path, "system_identifier"), cluster);
     }
     const std::optional<bool> discover = ParsePatroniSettings(*fields, node, path, kind, cluster);
-    if (const Entry* file_sd = Optional(*fields, "file_sd")) {
+    if (const Entry* file_sd = Optional(*fields, "file_sd");
+        file_sd && kind == ClusterKind::kRedis) {
+      AddError(file_sd->key.Mark(), Join(path, "file_sd"), "not supported for kind: redis yet");
+    } else if (file_sd) {
       ParseFileSd(*file_sd, Join(path, "file_sd"), kind, cluster);
     }
+    ParseRedisBlock(*fields, node, path, kind, cluster);
     // file_sd may supply every member: the check for an empty list waits for its targets.
     ParseMembers(*fields, node, path, kind, discover, cluster);
     if (cluster.file_sd) ResolveFileSd(*fields, path, cluster);
+    if (kind == ClusterKind::kRedis) {
+      for (MemberSpec& member : cluster.members) {
+        member.password_file = cluster.redis.password_file;
+        member.password_env = cluster.redis.password_env;
+      }
+    }
     return cluster;
   }
 
@@ -624,7 +634,8 @@ class ConfigParser {
     const std::string text = entry->value.IsScalar() ? entry->value.Scalar() : "";
     if (text == "postgres") return ClusterKind::kPostgres;
     if (text == "patroni") return ClusterKind::kPatroni;
-    AddError(entry->Mark(), Join(path, "kind"), "expected postgres or patroni");
+    if (text == "redis") return ClusterKind::kRedis;
+    AddError(entry->Mark(), Join(path, "kind"), "expected postgres, patroni or redis");
     return std::nullopt;
   }
 
@@ -633,7 +644,7 @@ class ConfigParser {
   const Entry* PatroniOnly(const Fields& fields, const std::string& path, const std::string& key,
                            Kind kind) {
     const Entry* entry = Optional(fields, key);
-    if (entry && kind == ClusterKind::kPostgres) {
+    if (entry && kind.has_value() && *kind != ClusterKind::kPatroni) {
       AddError(entry->key.Mark(), Join(path, key), kPatroniOnly);
       return nullptr;
     }
@@ -683,7 +694,7 @@ class ConfigParser {
   std::optional<bool> ParsePatroniSettings(const Fields& fields, const YAML::Node& node,
                                            const std::string& path, Kind kind,
                                            ClusterSpec& cluster) {
-    if (kind != ClusterKind::kPostgres) cluster.scope = cluster.name;
+    if (kind == ClusterKind::kPatroni || !kind) cluster.scope = cluster.name;
     if (const Entry* scope = PatroniOnly(fields, path, "scope", kind)) {
       cluster.scope = ValidName(*scope, Join(path, "scope")).value_or("");
     }
@@ -775,7 +786,10 @@ class ConfigParser {
     if (!members || (members->value.IsSequence() && members->value.size() == 0)) {
       // An invalid discover (reported) waives the check rather than guessing; file_sd may
       // supply every member (checked once its targets are read).
-      if (kind != ClusterKind::kPostgres && discover.value_or(true)) return;
+      if (kind != ClusterKind::kPostgres && kind != ClusterKind::kRedis &&
+          discover.value_or(true)) {
+        return;
+      }
       if (cluster.file_sd) return;
       const YAML::Mark mark = members ? members->Mark() : node.Mark();
       if (kind == ClusterKind::kPatroni) {
@@ -907,8 +921,79 @@ class ConfigParser {
     }
   }
 
+  // ---- Redis: the Sentinel group, the login, and members by address.
+
+  void ParseRedisBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
+                       Kind kind, ClusterSpec& cluster) {
+    const Entry* entry = Optional(fields, "redis");
+    if (entry && kind.has_value() && *kind != ClusterKind::kRedis) {
+      AddError(entry->key.Mark(), Join(path, "redis"), "only valid for kind: redis");
+      return;
+    }
+    if (!entry) {
+      if (kind == ClusterKind::kRedis) AddError(node.Mark(), Join(path, "redis"), "required");
+      return;
+    }
+    const std::string block = Join(path, "redis");
+    const std::optional<Fields> redis = ReadMapping(
+        *entry, block,
+        {"master_name", "sentinels", "username", "password_file", "password_env", "tls"});
+    if (!redis) return;
+    RedisSpec& spec = cluster.redis;
+    if (const Entry* name = Required(*redis, entry->value, block, "master_name")) {
+      spec.master_name = ValidName(*name, Join(block, "master_name")).value_or("");
+    }
+    const Entry* sentinels = Required(*redis, entry->value, block, "sentinels");
+    const std::string list = Join(block, "sentinels");
+    if (sentinels && NonEmptySequence(*sentinels, list, "sentinel")) {
+      for (size_t i = 0; i < sentinels->value.size(); ++i) {
+        spec.sentinels.push_back(
+            RedisAddress(Item(sentinels->value[i]), Index(list, i)).value_or(""));
+      }
+    }
+    if (const Entry* user = Optional(*redis, "username")) {
+      spec.username = ValidName(*user, Join(block, "username")).value_or("");
+    }
+    PasswordSources(*redis, block, spec.password_file, spec.password_env);
+    if (const Entry* tls = Optional(*redis, "tls")) {
+      if (Bool(*tls, Join(block, "tls")).value_or(false)) {
+        AddError(tls->Mark(), Join(block, "tls"), "TLS to Redis is not supported yet");
+      }
+    }
+  }
+
+  // host:port of a Redis server or sentinel, with a port in 1-65535.
+  std::optional<std::string> RedisAddress(const Entry& entry, const std::string& path) {
+    const std::optional<std::string> text = String(entry, path);
+    if (!text) return std::nullopt;
+    const HostPort at = SplitHostPort(*text, "");
+    const bool digits = !at.port.empty() && at.port.size() <= 5 &&
+                        std::all_of(at.port.begin(), at.port.end(), IsDigit);
+    const long port = digits ? std::stol(at.port) : 0;
+    if (at.host.empty() || port < 1 || port > 65535 ||
+        at.host.find_first_of(" \t\r\n/") != std::string::npos) {
+      AddError(entry.Mark(), path, "expected host:port");
+      return std::nullopt;
+    }
+    return *text;
+  }
+
+  MemberSpec ParseRedisMember(const YAML::Node& node, const std::string& path, SeenNames& seen) {
+    MemberSpec member;
+    const std::optional<Fields> fields = ReadMapping(node, path, {"name", "address"});
+    if (!fields) return member;
+    if (const Entry* name = Required(*fields, node, path, "name")) {
+      member.name = Name(*name, Join(path, "name"), seen, "member").value_or("");
+    }
+    if (const Entry* address = Required(*fields, node, path, "address")) {
+      member.address = RedisAddress(*address, Join(path, "address")).value_or("");
+    }
+    return member;
+  }
+
   MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen,
                          Kind kind) {
+    if (kind == ClusterKind::kRedis) return ParseRedisMember(node, path, seen);
     MemberSpec member;
     const std::optional<Fields> fields =
         ReadMapping(node, path, {"name", "dsn", "password_file", "password_env", "patroni_url"});

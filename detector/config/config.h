@@ -34,8 +34,20 @@ struct MemberSpec {
   bool discovered = false;
 };
 
-/// What kind of cluster this is: plain PostgreSQL, or Patroni with its lock in etcd.
-enum class ClusterKind { kPostgres, kPatroni };
+/// What kind of cluster this is: plain PostgreSQL, Patroni with its lock in etcd, or a Redis
+/// replication group whose record Sentinel keeps.
+enum class ClusterKind { kPostgres, kPatroni, kRedis };
+
+/// A Redis replication group under Sentinel (the cluster's `redis:` block). Members are Redis
+/// servers (`address: host:port`); the sentinels keep the record of which one is master.
+struct RedisSpec {
+  std::string master_name;             ///< the name the sentinels monitor the group under
+  std::vector<std::string> sentinels;  ///< host:port of every sentinel, asked each round
+  std::string username;                ///< ACL user for AUTH; empty for the default user
+  /// Where the members' password comes from, if anywhere (copied onto each member).
+  std::optional<std::string> password_file;
+  std::optional<std::string> password_env;
+};
 
 /// How to reach members found in the DCS: their conn_url gives host and port, this gives the
 /// rest of the libpq settings and the credentials.
@@ -93,6 +105,8 @@ struct ClusterSpec {
   DiscoverySpec discovery;
   /// Members from file_sd target files (added to the configured ones).
   std::optional<FileSdSpec> file_sd;
+  /// Redis: the Sentinel group and the login.
+  RedisSpec redis;
 };
 
 /// Where alerts go: every Alertmanager gets every alert (POST /api/v2/alerts).

@@ -10,6 +10,8 @@
 #include "probes/http_json.h"
 #include "probes/patroni.h"
 #include "probes/postgres.h"
+#include "probes/redis.h"
+#include "probes/sentinel.h"
 #include "suppressors/transition.h"
 
 namespace sbd {
@@ -51,9 +53,10 @@ size_t DiscoveredCount(const ClusterSpec& spec) {
 std::vector<size_t> Candidates(const ClusterSpec& spec, const std::vector<Observation>& round,
                                const std::string& lineage) {
   std::vector<size_t> out;
+  const LineageLinks links(round);
   for (size_t i = 0; i < round.size(); ++i) {
     const Observation& obs = round[i];
-    if (obs.seen_writable() && obs.reading()->system_identifier == lineage &&
+    if (obs.seen_writable() && links.Same(obs.claim()->lineage, lineage) &&
         !ClaimsOtherScope(spec, obs)) {
       out.push_back(i);
     }
@@ -189,11 +192,30 @@ std::string PatroniLeaderKey(const ClusterSpec& spec) {
   return spec.dcs_namespace + "/" + spec.scope + "/leader";
 }
 
-// A built-in kind: the name the config spells, the lock store that keeps its record (none
-// when the members' claims are all there is) and where that store keeps it.
+std::unique_ptr<MemberProbe> PostgresMember(const ClusterSpec& spec, const MemberSpec& member) {
+  return std::make_unique<PostgresProbe>(member, spec.probe_timeout);
+}
+
+std::unique_ptr<MemberProbe> RedisMember(const ClusterSpec& spec, const MemberSpec& member) {
+  return std::make_unique<RedisProbe>(member, spec.redis.username);
+}
+
+std::unique_ptr<LockStore> RedisSentinelStore(const ClusterSpec& spec) {
+  return std::make_unique<SentinelStore>(spec.redis.sentinels, spec.redis.master_name,
+                                         spec.members);
+}
+
+std::string RedisSentinelRecord(const ClusterSpec& spec) {
+  return "Sentinel's master " + spec.redis.master_name;
+}
+
+// A built-in kind: the name the config spells, the probe of its members, the lock store that
+// keeps its record (none when the members' claims are all there is) and where that store
+// keeps it.
 struct BuiltInKind {
   ClusterKind kind;
   const char* name;
+  std::unique_ptr<MemberProbe> (*member)(const ClusterSpec&, const MemberSpec&);
   std::unique_ptr<LockStore> (*store)(const ClusterSpec&);
   std::string (*record)(const ClusterSpec&);
 };
@@ -201,8 +223,9 @@ struct BuiltInKind {
 // The registry of built-in kinds, one line each: the only place below the config that tells
 // kinds apart. Everything else sees what a cluster has (a store, a scope, managers).
 constexpr BuiltInKind kBuiltInKinds[] = {
-    {ClusterKind::kPostgres, "postgres", nullptr, nullptr},
-    {ClusterKind::kPatroni, "patroni", PatroniEtcdStore, PatroniLeaderKey},
+    {ClusterKind::kPostgres, "postgres", PostgresMember, nullptr, nullptr},
+    {ClusterKind::kPatroni, "patroni", PostgresMember, PatroniEtcdStore, PatroniLeaderKey},
+    {ClusterKind::kRedis, "redis", RedisMember, RedisSentinelStore, RedisSentinelRecord},
 };
 
 const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {
@@ -210,11 +233,17 @@ const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {
     if (kind.kind == spec.kind) return kind;
   }
   // A kind the config parses but nobody registered: it keeps no record, and its name says so.
-  static constexpr BuiltInKind kUnregistered{{}, "unregistered", nullptr, nullptr};
+  static constexpr BuiltInKind kUnregistered{{}, "unregistered", PostgresMember, nullptr, nullptr};
   return kUnregistered;
 }
 
 }  // namespace
+
+ProbeFactory BuiltInMemberProbeFactory() {
+  return [](const ClusterSpec& cluster, const MemberSpec& member) {
+    return BuiltInKindOf(cluster).member(cluster, member);
+  };
+}
 
 ProbeFactory PostgresProbeFactory() {
   return [](const ClusterSpec& cluster, const MemberSpec& member) {
@@ -588,8 +617,21 @@ Scheduler::Confirmation Scheduler::ConfirmRound(ClusterRuntime& cluster, RoundRe
   if (again.size() < 2) return out;
   out.candidate = true;
   RoundReadings reprobe = ProbeRound(cluster, again, true);
-  out.confirmed = !ConfirmedWritable(reprobe.members, lineage, &round).empty();
+  const std::vector<std::string> confirmed = ConfirmedWritable(reprobe.members, lineage, &round);
+  out.confirmed = !confirmed.empty();
   if (!out.confirmed) out.transition = DescribeTransition(round, reprobe.members);
+  const std::optional<DcsResult>& record = reprobe.dcs ? reprobe.dcs : readings.dcs;
+  const DcsView* view = record ? std::get_if<DcsView>(&*record) : nullptr;
+  if (out.confirmed && view != nullptr) {
+    ClusterHistory history;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      history = cluster.state.history;
+    }
+    out.transition =
+        DescribeHandover(*view, confirmed, history, WallClock::now(), cluster.state.spec.ttl);
+    out.confirmed = !out.transition.has_value();
+  }
   if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
     readings.dcs = std::move(reprobe.dcs);
   }
@@ -632,7 +674,7 @@ Scheduler::RoundListener Scheduler::RecordRound(ClusterRuntime& cluster, RoundRe
   if (assessment.writable.size() == 1) {
     state.last_primary = assessment.writable.front();
     for (const auto& obs : round) {
-      if (obs.member == state.last_primary) state.last_primary_timeline = obs.reading()->timeline;
+      if (obs.member == state.last_primary) state.last_primary_timeline = obs.claim()->epoch;
     }
   }
   ApplySuppressors(SuppressionInput{spec, round, state.history, active, transition, times.end_wall},
@@ -681,7 +723,7 @@ void Scheduler::UpdateForks(const std::vector<Declaration>& active, WallClock::t
       if (obs.patroni) {
         if (const auto* claim = std::get_if<PatroniReading>(&*obs.patroni)) unit = claim->scope;
       }
-      sightings.push_back({c.spec.name, unit, home, obs.reading()->system_identifier, obs.member});
+      sightings.push_back({c.spec.name, unit, home, obs.claim()->lineage, obs.member});
     }
   }
   auto forks = FindLineageForks(sightings, active, now);

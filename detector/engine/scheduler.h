@@ -25,8 +25,12 @@ namespace sbd {
 using ProbeFactory =
     std::function<std::unique_ptr<MemberProbe>(const ClusterSpec&, const MemberSpec&)>;
 
-/// The default factory: a PostgresProbe with the cluster's probe timeout.
+/// A PostgresProbe with the cluster's probe timeout, whatever the cluster's kind.
 ProbeFactory PostgresProbeFactory();
+
+/// The default factory: the member probe of the cluster's kind, from the registry of built-in
+/// kinds (a PostgresProbe for postgres and patroni, a RedisProbe for redis).
+ProbeFactory BuiltInMemberProbeFactory();
 
 /// Builds the lock store of a cluster, or nullptr when its kind keeps no lock record (plain
 /// PostgreSQL); the scheduler owns what it returns.
@@ -47,7 +51,7 @@ ManagerProbeFactory PatroniManagerProbeFactory();
 /// How the scheduler builds every reading of a cluster: the built-in kinds by default, fakes
 /// in tests. Plain value type.
 struct ProbeFactories {
-  ProbeFactory members = PostgresProbeFactory();
+  ProbeFactory members = BuiltInMemberProbeFactory();
   LockStoreFactory lock_stores = BuiltInLockStoreFactory();
   ManagerProbeFactory managers = PatroniManagerProbeFactory();
 };

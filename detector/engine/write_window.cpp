@@ -19,7 +19,9 @@ std::vector<Holder> CurrentHolders(const ClusterSpec& spec, const ClusterHistory
       continue;
     }
     const PostgresReading* r = it->second.last->reading();
-    if (r->system_identifier == history.lineage) holders.push_back({&it->second, r});
+    // The write window is read from PostgreSQL's WAL; other kinds have none.
+    if (r != nullptr && r->system_identifier == history.lineage)
+      holders.push_back({&it->second, r});
   }
   return holders;
 }

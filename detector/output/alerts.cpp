@@ -91,7 +91,13 @@ std::string Evidence(const ClusterSnapshot& c, Millis resend_interval) {
     const bool zombie =
         std::find(a.zombies.begin(), a.zombies.end(), member.name) != a.zombies.end();
     out << "\n" << member.name << " (" << member.address << "): ";
-    if (h.last && h.last->ok()) {
+    if (h.last && h.last->ok() && !h.last->reading()) {
+      const Claim c = *h.last->claim();
+      out << (c.writable() ? "holder"
+              : c.holds    ? "fenced holder"
+                           : "not holder")
+          << ", lineage " << c.lineage;
+    } else if (h.last && h.last->ok()) {
       const PostgresReading& r = *h.last->reading();
       out << (r.writable()    ? "writable"
               : r.in_recovery ? "replica"

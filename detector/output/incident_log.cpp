@@ -48,6 +48,9 @@ std::string MemberState(const Observation& obs) {
     if (reading->writable()) return "writable";
     return reading->in_recovery ? "standby" : "read_only";
   }
+  if (const auto claim = obs.claim()) {
+    return claim->writable() ? "writable" : claim->holds ? "fenced" : "standby";
+  }
   return "unreadable";
 }
 

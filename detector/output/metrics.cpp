@@ -216,6 +216,8 @@ std::vector<MetricFamily> MemberReadingFamilies(const std::vector<ClusterSnapsho
         info_labels.push_back({"server_version", std::to_string(r->server_version)});
         info_labels.push_back({"address", member.address});
         info.Add(info_labels, 1);
+      } else if (const auto claim = history->last->claim()) {
+        writable.Add(labels, claim->writable() ? 1 : 0);
       }
     }
   }

@@ -17,6 +17,9 @@ std::string MemberState(const MemberHistory* h) {
     if (r->writable()) return "writable";
     return r->in_recovery ? "replica" : "read-only";
   }
+  if (const auto claim = h->last->claim()) {
+    return claim->writable() ? "writable" : claim->holds ? "fenced" : "replica";
+  }
   return std::string("unknown (") + ReasonName(h->last->failure()->reason) + ")";
 }
 
@@ -153,6 +156,7 @@ nlohmann::json LockJson(const ClusterSnapshot& c) {
     lock["endpoint"] = c.last_good_dcs->endpoint;
     // Keys the lock store holds that could not be read (e.g. a hostile members/* value).
     lock["rejected_keys"] = c.last_good_dcs->rejected;
+    if (!c.last_good_dcs->dissent.empty()) lock["dissent"] = c.last_good_dcs->dissent;
     lock["last_success"] = FormatTime(c.last_dcs_success);
   }
   return lock;
@@ -176,6 +180,17 @@ void AddProbeFields(const MemberHistory& h, const std::string& lineage, nlohmann
     member["wal_lsn"] = r.wal_lsn;
     member["server_version"] = r.server_version;
     member["postmaster_start"] = r.postmaster_start;
+    member["last_success"] = FormatTime(*h.last_ok);
+  } else if (h.last_claim) {
+    // Another kind: its lineage, and the one it continued from.
+    const Claim& c = *h.last_claim;
+    member["lineage"] = c.lineage;
+    member["in_lineage"] = c.lineage == lineage;
+    if (!c.previous_lineage.empty()) {
+      member["previous_lineage"] = c.previous_lineage;
+      member["previous_lineage_offset"] = c.previous_lineage_offset;
+    }
+    member["fenced"] = c.fenced;
     member["last_success"] = FormatTime(*h.last_ok);
   }
   if (h.writable_since) member["writable_since"] = FormatTime(*h.writable_since);
@@ -252,6 +267,10 @@ nlohmann::json MemberJson(const ClusterSnapshot& c, const MemberSpec& spec) {
   nlohmann::json member = {
       {"name", spec.name}, {"address", spec.address}, {"state", MemberState(h)}};
   if (h != nullptr) AddProbeFields(*h, a.lineage, member);
+  if (h != nullptr && !h->last_reading && h->last_claim) {
+    // Another kind's lineages may be linked (Redis replid2): judged as the verdict does.
+    member["in_lineage"] = LineageLinks(c.last_round).Same(h->last_claim->lineage, a.lineage);
+  }
   member["suspect"] = Contains(a.suspects, spec.name);
   if (spec.discovered) member["discovered"] = true;
   if (c.lock.has_store) AddLockFields(spec, h, a, member);
@@ -346,6 +365,7 @@ void AddRoundFields(const ClusterSnapshot& c, nlohmann::json& cluster) {
     cluster["evidence"]["zombies"] = a.zombies;
   }
   if (!c.spec.scope.empty()) cluster["evidence"]["other_scope"] = a.other_scope;
+  if (!a.fenced.empty()) cluster["evidence"]["fenced"] = a.fenced;
   cluster["witnesses"] = WitnessesJson(c);
   cluster["confirmations"] = {{"confirmed", c.confirmations_accepted},
                               {"rejected", c.confirmations_rejected}};

@@ -71,6 +71,30 @@ const std::vector<Verdict>& AllVerdicts() {
   return all;
 }
 
+LineageLinks::LineageLinks(const std::vector<Observation>& round) {
+  for (const auto& obs : round) {
+    if (const auto claim = obs.claim()) Link(claim->lineage, claim->previous_lineage);
+  }
+}
+
+void LineageLinks::Link(const std::string& lineage, const std::string& previous) {
+  if (lineage.empty() || previous.empty()) return;
+  const std::string a = Root(lineage);
+  const std::string b = Root(previous);
+  if (a != b) parent_[std::max(a, b)] = std::min(a, b);
+}
+
+std::string LineageLinks::Root(const std::string& id) const {
+  std::string at = id;
+  // Bounded: each step goes to a strictly smaller id.
+  for (auto it = parent_.find(at); it != parent_.end(); it = parent_.find(at)) at = it->second;
+  return at;
+}
+
+bool LineageLinks::Same(const std::string& a, const std::string& b) const {
+  return a == b || (!parent_.empty() && Root(a) == Root(b));
+}
+
 void RecordObservation(MemberHistory& history, const Observation& obs, WallClock::time_point at,
                        const std::string& holder) {
   history.last = obs;
@@ -80,20 +104,25 @@ void RecordObservation(MemberHistory& history, const Observation& obs, WallClock
       history.last_patroni = *claim;
     }
   }
-  const PostgresReading* reading = obs.reading();
-  if (reading == nullptr) {
+  const std::optional<Claim> claim = obs.claim();
+  if (!claim) {
+    const ProbeFailureReason reason = obs.failure()->reason;
+    if (reason == ProbeFailureReason::kTimeout || reason == ProbeFailureReason::kUnreachable) {
+      history.last_unanswered = at;
+    }
     ++history.consecutive_failures;
     return;
   }
   history.consecutive_failures = 0;
   history.last_ok = at;
-  if (reading->writable()) {
+  if (claim->writable()) {
     if (!history.last_known_writable() || !history.writable_since) history.writable_since = at;
     history.last_seen_writable = at;
   } else {
     history.writable_since.reset();
   }
-  history.last_reading = *reading;
+  history.last_claim = *claim;
+  if (const PostgresReading* reading = obs.reading()) history.last_reading = *reading;
 }
 
 std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history,
@@ -108,8 +137,8 @@ std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history
   std::string first_seen;
   for (const auto& member : spec.members) {
     const MemberHistory* h = Find(history, member.name);
-    if (h == nullptr || !h->last_reading) continue;
-    const std::string& id = h->last_reading->system_identifier;
+    if (h == nullptr || !h->last_claim) continue;
+    const std::string& id = h->last_claim->lineage;
     if (first_seen.empty()) first_seen = id;
     ++votes[id];
   }
@@ -136,8 +165,9 @@ bool ClaimsOtherScope(const ClusterSpec& spec, const Observation& obs) {
 std::vector<std::string> WritableInLineage(const std::vector<Observation>& round,
                                            const std::string& lineage) {
   std::vector<std::string> out;
+  const LineageLinks links(round);
   for (const auto& obs : round) {
-    if (obs.seen_writable() && obs.reading()->system_identifier == lineage) {
+    if (obs.seen_writable() && links.Same(obs.claim()->lineage, lineage)) {
       out.push_back(obs.member);
     }
   }
@@ -147,10 +177,8 @@ std::vector<std::string> WritableInLineage(const std::vector<Observation>& round
 ReadingWindow WritableSpan(const Observation* earlier, const Observation& reprobe) {
   ReadingWindow span = reprobe.window;
   if (earlier == nullptr || !earlier->seen_writable() || !reprobe.seen_writable()) return span;
-  const PostgresReading& before = *earlier->reading();
-  const PostgresReading& after = *reprobe.reading();
-  if (before.backend_pid != 0 && before.backend_pid == after.backend_pid &&
-      before.postmaster_start == after.postmaster_start &&
+  const std::string before = earlier->claim()->session;
+  if (!before.empty() && before == reprobe.claim()->session &&
       earlier->window.sent <= reprobe.window.sent) {
     span.sent = earlier->window.sent;
     span.sent_wall = earlier->window.sent_wall;
@@ -166,8 +194,9 @@ std::vector<std::string> ConfirmedWritable(const std::vector<Observation>& repro
     ReadingWindow span;
   };
   std::vector<Candidate> writable;
+  const LineageLinks links(reprobe);
   for (const auto& obs : reprobe) {
-    if (!obs.seen_writable() || obs.reading()->system_identifier != lineage) continue;
+    if (!obs.seen_writable() || !links.Same(obs.claim()->lineage, lineage)) continue;
     const Observation* before = nullptr;
     if (earlier != nullptr) {
       for (const auto& e : *earlier) {
@@ -208,14 +237,17 @@ void ReadLock(const DcsResult* dcs, Assessment& a) {
 // Sorts each member of the round into writable (ours or drift), unreadable and suspect.
 void ClassifyMembers(const ClusterSpec& spec, const std::vector<Observation>& round,
                      const ClusterHistory& history, Assessment& a) {
+  const LineageLinks links(round);
   for (const auto& obs : round) {
     const bool other_scope = ClaimsOtherScope(spec, obs);
     if (other_scope) a.other_scope.push_back(obs.member);
-    if (const PostgresReading* r = obs.reading()) {
-      if (r->writable()) {
-        ++a.writable_per_lineage[r->system_identifier];
-        const bool ours = r->system_identifier == a.lineage && !other_scope;
+    if (const std::optional<Claim> claim = obs.claim()) {
+      const bool ours = links.Same(claim->lineage, a.lineage) && !other_scope;
+      if (claim->writable()) {
+        ++a.writable_per_lineage[claim->lineage];
         (ours ? a.writable : a.drift).push_back(obs.member);
+      } else if (claim->holds && ours) {
+        a.fenced.push_back(obs.member);
       }
       continue;
     }
@@ -223,8 +255,8 @@ void ClassifyMembers(const ClusterSpec& spec, const std::vector<Observation>& ro
     const MemberHistory* h = Find(history, obs.member);
     // Unreadable now, the last time we could read it it was writable in this lineage, and the
     // failure does not rule writes out (a planned switchover's shutdown does).
-    if (h != nullptr && h->last_known_writable() &&
-        h->last_reading->system_identifier == a.lineage && !RulesOutWrites(obs.failure()->reason)) {
+    if (h != nullptr && h->last_known_writable() && links.Same(h->last_claim->lineage, a.lineage) &&
+        !RulesOutWrites(obs.failure()->reason)) {
       a.suspects.push_back(obs.member);
     }
   }
@@ -244,7 +276,7 @@ void FindZombies(const DcsResult* dcs, const std::vector<Observation>& round, As
     std::map<std::string, std::int64_t> timelines;
     std::int64_t newest = 0;
     for (const auto& obs : round) {
-      if (obs.seen_writable()) timelines[obs.member] = obs.reading()->timeline;
+      if (obs.seen_writable()) timelines[obs.member] = obs.claim()->epoch;
     }
     for (const auto& member : a.writable) newest = std::max(newest, timelines[member]);
     for (const auto& member : a.writable) {
@@ -265,6 +297,11 @@ void Decide(bool confirmed, Assessment& a) {
     } else if (!a.zombies.empty()) {
       summary << "; no lock holder readable, zombie by older timeline: " << Join(a.zombies);
     }
+  } else if (!a.fenced.empty() && a.writable.size() + a.fenced.size() >= 2) {
+    a.verdict = Verdict::kSuspected;
+    summary << Join(a.fenced) << " acts as holder but refuses writes (min-replicas-to-write "
+            << "unmet): a fenced holder";
+    if (!a.writable.empty()) summary << "; " << Join(a.writable) << " is writable";
   } else if (a.writable.size() == 1 && !a.zombies.empty()) {
     a.verdict = Verdict::kSuspected;
     summary << a.writable.front() << " is writable but " << a.lock_holder
@@ -304,6 +341,10 @@ void AppendWitnesses(const ClusterSpec& spec, const std::vector<Observation>& ro
                      Assessment& a) {
   if (a.verdict != Verdict::kSplitBrain && a.verdict != Verdict::kSuspected) return;
   if (a.writable.empty()) return;
+  // Witnesses are PostgreSQL replicas' upstreams; without such readings they say nothing.
+  if (std::none_of(round.begin(), round.end(), [](const Observation& o) { return o.reading(); })) {
+    return;
+  }
   a.summary += "; witnesses: " +
                WitnessText(Witnesses(spec.members, round, a.writable), ": it is on its own");
 }

@@ -30,17 +30,22 @@ const std::vector<Verdict>& AllVerdicts();
 
 /// What the detector remembers about one member across rounds. Not thread-safe.
 struct MemberHistory {
-  std::optional<Observation> last;                          ///< the latest observation, ok or not
-  std::optional<PostgresReading> last_reading;              ///< the latest successful reading
-  std::optional<WallClock::time_point> last_ok;             ///< when it was last read
+  std::optional<Observation> last;               ///< the latest observation, ok or not
+  std::optional<Claim> last_claim;               ///< the claim of the latest successful reading
+  std::optional<PostgresReading> last_reading;   ///< PostgreSQL only: its latest reading
+  std::optional<WallClock::time_point> last_ok;  ///< when it was last read
   std::optional<WallClock::time_point> writable_since;      ///< start of the writable streak
   std::optional<WallClock::time_point> last_seen_writable;  ///< latest writable reading
   int consecutive_failures = 0;
+  /// The latest probe the server did not answer at all (timeout, unreachable): frozen or cut
+  /// off. A closed connection or a refusal is an answer of sorts (Sentinel kills the clients
+  /// of every server it reconfigures), so it does not count.
+  std::optional<WallClock::time_point> last_unanswered;
   /// Patroni: the latest successful REST reading, and when the DCS last named it holder.
   std::optional<PatroniReading> last_patroni;
   std::optional<WallClock::time_point> last_seen_holding;
   /// True when the latest successful reading said writable.
-  bool last_known_writable() const { return last_reading && last_reading->writable(); }
+  bool last_known_writable() const { return last_claim && last_claim->writable(); }
 };
 
 /// Per-cluster memory: member histories and the lineage the cluster is judged by.
@@ -51,6 +56,24 @@ struct ClusterHistory {
 
 /// The lock store's answer for one round of a Patroni cluster.
 using DcsResult = std::variant<DcsView, ProbeFailure>;
+
+/// Lineage ids joined by claims that continued one from another (a Redis master's replid2
+/// is the replid it was promoted from): masters linked so are one lineage. PostgreSQL claims
+/// carry no previous lineage, so each id stands alone. Not thread-safe.
+class LineageLinks {
+ public:
+  LineageLinks() = default;
+  /// Links every successful claim of `round` to the lineage it continued from.
+  explicit LineageLinks(const std::vector<Observation>& round);
+  /// Joins `lineage` and `previous` (either may be empty: then nothing is joined).
+  void Link(const std::string& lineage, const std::string& previous);
+  /// True when the two ids are one lineage.
+  bool Same(const std::string& a, const std::string& b) const;
+
+ private:
+  std::string Root(const std::string& id) const;
+  std::map<std::string, std::string> parent_;
+};
 
 /// Folds one observation, read at `at`, into the member's history; `holder` is the lock
 /// holder the DCS named in the same round (empty when unknown).
@@ -105,10 +128,12 @@ struct Assessment {
   std::vector<Suppression> suppressions;
   /// A confirmed same-lineage split brain inside a declared scope: warns, never silent.
   bool suppressed_split_brain = false;
-  std::string summary;                  ///< one line for humans
-  std::string lineage;                  ///< the system identifier judged by
-  std::vector<std::string> writable;    ///< writable members of the lineage
-  std::vector<std::string> drift;       ///< writable members of another lineage
+  std::string summary;                ///< one line for humans
+  std::string lineage;                ///< the system identifier judged by
+  std::vector<std::string> writable;  ///< writable members of the lineage
+  std::vector<std::string> drift;     ///< writable members of another lineage
+  /// Holders of the lineage whose own guard refuses writes (Redis min-replicas-to-write).
+  std::vector<std::string> fenced;
   std::vector<std::string> suspects;    ///< last seen writable, unreadable now
   std::vector<std::string> unreadable;  ///< failed this round
   std::map<std::string, int> writable_per_lineage;

@@ -1,0 +1,144 @@
+#include "probes/redis_client.h"
+
+#include <hiredis.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "detector/config/config.h"
+
+namespace sbd {
+namespace {
+
+struct timeval TimeLeft(SteadyClock::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::microseconds>(deadline - SteadyClock::now());
+  struct timeval tv {};
+  tv.tv_sec = static_cast<time_t>(left.count() / 1000000);
+  tv.tv_usec = static_cast<suseconds_t>(left.count() % 1000000);
+  return tv;
+}
+
+// The reason a hiredis error stands for: its text is strerror() for I/O errors.
+ProbeFailureReason ReasonOf(int err, const std::string& text) {
+  if (err == REDIS_ERR_EOF) return ProbeFailureReason::kConnectionLost;
+  if (err == REDIS_ERR_PROTOCOL) return ProbeFailureReason::kProtocol;
+  if (text.find("refused") != std::string::npos) return ProbeFailureReason::kRefused;
+  if (text.find("temporarily unavailable") != std::string::npos ||
+      text.find("timed out") != std::string::npos ||
+      text.find("in progress") != std::string::npos) {
+    return ProbeFailureReason::kTimeout;
+  }
+  if (text.find("Name or service") != std::string::npos ||
+      text.find("unreachable") != std::string::npos) {
+    return ProbeFailureReason::kUnreachable;
+  }
+  return ProbeFailureReason::kConnectionLost;
+}
+
+RedisValue ValueOf(const redisReply& reply) {
+  RedisValue value;
+  value.error = reply.type == REDIS_REPLY_ERROR;
+  if (reply.type == REDIS_REPLY_INTEGER) value.text = std::to_string(reply.integer);
+  if (reply.str != nullptr) value.text.assign(reply.str, reply.len);
+  if (reply.type == REDIS_REPLY_ARRAY) {
+    for (size_t i = 0; i < reply.elements; ++i) {
+      const redisReply* item = reply.element[i];
+      if (item == nullptr) continue;
+      if (item->type == REDIS_REPLY_INTEGER) {
+        value.items.push_back(std::to_string(item->integer));
+      } else {
+        value.items.emplace_back(item->str != nullptr ? std::string(item->str, item->len) : "");
+      }
+    }
+  }
+  return value;
+}
+
+}  // namespace
+
+RedisClient::RedisClient(std::string address, std::string username,
+                         std::optional<std::string> password)
+    : address_(std::move(address)),
+      username_(std::move(username)),
+      password_(std::move(password)) {}
+
+RedisClient::~RedisClient() { Close(); }
+
+void RedisClient::Close() {
+  if (context_ != nullptr) redisFree(context_);
+  context_ = nullptr;
+}
+
+ProbeFailure RedisClient::IoFailure(const char* doing) {
+  const std::string text = context_ != nullptr ? context_->errstr : "out of memory";
+  ProbeFailure failure{ReasonOf(context_ != nullptr ? context_->err : REDIS_ERR_OOM, text),
+                       address_ + ": " + doing + ": " + text};
+  Close();
+  return failure;
+}
+
+std::optional<ProbeFailure> RedisClient::SetTimeout(SteadyClock::time_point deadline) {
+  const struct timeval tv = TimeLeft(deadline);
+  if (tv.tv_sec < 0 || (tv.tv_sec == 0 && tv.tv_usec <= 0)) {
+    return ProbeFailure{ProbeFailureReason::kTimeout, address_ + ": deadline passed"};
+  }
+  if (context_ != nullptr && redisSetTimeout(context_, tv) != REDIS_OK) {
+    return IoFailure("setting the timeout");
+  }
+  return std::nullopt;
+}
+
+std::optional<ProbeFailure> RedisClient::Connect(SteadyClock::time_point deadline) {
+  if (context_ != nullptr) return std::nullopt;
+  if (auto late = SetTimeout(deadline)) return late;
+  const HostPort at = SplitHostPort(address_, "6379");
+  context_ =
+      redisConnectWithTimeout(at.host.c_str(), std::atoi(at.port.c_str()), TimeLeft(deadline));
+  if (context_ == nullptr || context_->err != 0) return IoFailure("connect");
+  if (!password_) return std::nullopt;
+  std::vector<std::vector<std::string>> auth = {{"AUTH"}};
+  if (!username_.empty()) auth[0].push_back(username_);
+  auth[0].push_back(*password_);
+  auto replies = Pipeline(auth, deadline);
+  if (auto* failure = std::get_if<ProbeFailure>(&replies)) return *failure;
+  const RedisValue& reply = std::get<std::vector<RedisValue>>(replies).front();
+  if (!reply.error) return std::nullopt;
+  Close();
+  // The server's words name the user at most, never the password.
+  return ProbeFailure{ProbeFailureReason::kAuth,
+                      address_ + ": AUTH refused: " + reply.text.substr(0, 120)};
+}
+
+std::variant<std::vector<RedisValue>, ProbeFailure> RedisClient::Pipeline(
+    const std::vector<std::vector<std::string>>& commands, SteadyClock::time_point deadline) {
+  if (context_ == nullptr) return ProbeFailure{ProbeFailureReason::kInternal, "not connected"};
+  for (const auto& command : commands) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lengths;
+    for (const auto& arg : command) {
+      argv.push_back(arg.data());
+      lengths.push_back(arg.size());
+    }
+    if (redisAppendCommandArgv(context_, static_cast<int>(argv.size()), argv.data(),
+                               lengths.data()) != REDIS_OK) {
+      return IoFailure("sending");
+    }
+  }
+  std::vector<RedisValue> values;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    if (auto late = SetTimeout(deadline)) {
+      Close();  // replies still owed would answer the next call's commands
+      return *late;
+    }
+    void* raw = nullptr;
+    if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) return IoFailure("reading");
+    auto* reply = static_cast<redisReply*>(raw);
+    values.push_back(ValueOf(*reply));
+    freeReplyObject(reply);
+  }
+  return values;
+}
+
+}  // namespace sbd

@@ -1,0 +1,54 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "probes/probe.h"
+
+struct redisContext;
+
+namespace sbd {
+
+/// One reply of a pipelined command: an error reply (text), a string, or an array of strings
+/// (nested or integer elements are flattened to their text).
+struct RedisValue {
+  bool error = false;
+  std::string text;
+  std::vector<std::string> items;
+};
+
+/// One kept connection to a Redis server or sentinel (hiredis, blocking, with timeouts), used
+/// by the member probe and the Sentinel lock store. Every call is bounded by its deadline:
+/// the connect by redisConnectWithTimeout, each read and write by redisSetTimeout set to the
+/// time left. Any I/O failure drops the connection; the next call reconnects. Not thread-safe;
+/// not copyable.
+class RedisClient {
+ public:
+  /// `password` (if any) is sent with AUTH, with `username` when not empty (an ACL user).
+  RedisClient(std::string address, std::string username, std::optional<std::string> password);
+  ~RedisClient();
+  RedisClient(const RedisClient&) = delete;
+  RedisClient& operator=(const RedisClient&) = delete;
+
+  /// Connects and authenticates unless already connected; nullopt on success.
+  std::optional<ProbeFailure> Connect(SteadyClock::time_point deadline);
+  /// Sends every command at once and reads every reply: one round trip. Needs Connect().
+  std::variant<std::vector<RedisValue>, ProbeFailure> Pipeline(
+      const std::vector<std::vector<std::string>>& commands, SteadyClock::time_point deadline);
+  /// Drops the connection (the next call reconnects).
+  void Close();
+  const std::string& address() const { return address_; }
+
+ private:
+  std::optional<ProbeFailure> SetTimeout(SteadyClock::time_point deadline);
+  ProbeFailure IoFailure(const char* doing);
+
+  std::string address_;
+  std::string username_;
+  std::optional<std::string> password_;
+  redisContext* context_ = nullptr;
+};
+
+}  // namespace sbd

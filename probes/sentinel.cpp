@@ -1,0 +1,129 @@
+#include "probes/sentinel.h"
+
+#include <algorithm>
+#include <map>
+
+namespace sbd {
+namespace {
+
+// The member Sentinel's address stands for, else the address itself.
+std::string NamedMember(const std::string& address, const std::vector<MemberSpec>& members) {
+  for (const MemberSpec& member : members) {
+    if (member.address == address) return member.name;
+  }
+  return address;
+}
+
+}  // namespace
+
+SentinelStore::SentinelStore(std::vector<std::string> sentinels, std::string master_name,
+                             std::vector<MemberSpec> members)
+    : sentinels_(std::move(sentinels)),
+      master_name_(std::move(master_name)),
+      members_(std::move(members)) {
+  for (const auto& address : sentinels_) {
+    clients_.push_back(std::make_unique<RedisClient>(address, "", std::nullopt));
+  }
+}
+
+std::variant<SentinelView, ProbeFailure> SentinelStore::Ask(RedisClient& sentinel,
+                                                            SteadyClock::time_point deadline) {
+  if (auto failure = sentinel.Connect(deadline)) return *failure;
+  auto replies = sentinel.Pipeline(
+      {{"SENTINEL", "get-master-addr-by-name", master_name_}, {"SENTINEL", "master", master_name_}},
+      deadline);
+  if (auto* failure = std::get_if<ProbeFailure>(&replies)) return *failure;
+  const auto& values = std::get<std::vector<RedisValue>>(replies);
+  for (const RedisValue& value : values) {
+    if (value.error) {
+      return ProbeFailure{ProbeFailureReason::kQuery, value.text.substr(0, 160)};
+    }
+  }
+  auto view = ParseSentinelMaster(values[1].items, values[0].items);
+  if (auto* error = std::get_if<std::string>(&view)) {
+    return ProbeFailure{ProbeFailureReason::kProtocol, *error};
+  }
+  return std::get<SentinelView>(view);
+}
+
+std::variant<DcsView, ProbeFailure> SentinelStore::Read(SteadyClock::time_point deadline) {
+  std::vector<std::variant<SentinelView, ProbeFailure>> answers;
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    // An equal share of what is left, so one hung sentinel cannot starve the others.
+    const auto now = SteadyClock::now();
+    const auto share = deadline > now ? (deadline - now) / static_cast<int>(clients_.size() - i)
+                                      : SteadyClock::duration::zero();
+    answers.push_back(Ask(*clients_[i], now + share));
+  }
+  auto record = Vote(sentinels_, answers, members_);
+  if (auto* view = std::get_if<DcsView>(&record)) RememberHolder(*view);
+  return record;
+}
+
+void SentinelStore::RememberHolder(DcsView& view) {
+  if (!view.holder.empty() && view.holder != holder_) {
+    if (!holder_.empty()) {
+      previous_holder_ = holder_;
+      holder_changed_at_ = WallClock::now();
+    }
+    holder_ = view.holder;
+  }
+  view.previous_holder = previous_holder_;
+  view.holder_changed_at = holder_changed_at_;
+  view.handover_bound = kSentinelHandoverBound;
+}
+
+std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
+    const std::vector<std::string>& sentinels,
+    const std::vector<std::variant<SentinelView, ProbeFailure>>& answers,
+    const std::vector<MemberSpec>& members) {
+  std::map<std::string, int> votes;
+  std::string failures;
+  for (const auto& answer : answers) {
+    if (const auto* view = std::get_if<SentinelView>(&answer)) ++votes[view->address];
+  }
+  std::string majority;
+  for (const auto& [address, count] : votes) {
+    if (2 * count > static_cast<int>(sentinels.size())) majority = address;
+  }
+  DcsView record;
+  record.lease_id = "0";
+  std::int64_t newest_dissent = -1;
+  for (size_t i = 0; i < answers.size() && i < sentinels.size(); ++i) {
+    const std::string& who = sentinels[i];
+    if (const auto* failure = std::get_if<ProbeFailure>(&answers[i])) {
+      record.dissent.push_back("sentinel " + who + ": no answer (" + ReasonName(failure->reason) +
+                               "): " + failure->message);
+      if (!failures.empty()) failures += "; ";
+      failures += failure->message;
+      continue;
+    }
+    const SentinelView& view = std::get<SentinelView>(answers[i]);
+    if (!record.endpoint.empty()) record.endpoint += ",";
+    record.endpoint += who;
+    if (view.address != majority) {
+      record.dissent.push_back("sentinel " + who + " names " + view.address + " at epoch " +
+                               std::to_string(view.config_epoch) + " (flags " + view.flags + ")");
+      newest_dissent = std::max(newest_dissent, view.config_epoch);
+      continue;
+    }
+    if (view.config_epoch >= record.mod_revision) record.mod_revision = view.config_epoch;
+    if (view.failover_in_progress) {
+      record.handover_in_progress = true;
+      record.dissent.push_back("sentinel " + who + ": failover in progress at epoch " +
+                               std::to_string(view.config_epoch));
+    }
+  }
+  if (record.endpoint.empty()) {
+    return ProbeFailure{answers.empty() ? ProbeFailureReason::kConfig
+                                        : std::get<ProbeFailure>(answers.front()).reason,
+                        "no sentinel answered: " + failures};
+  }
+  if (!majority.empty()) record.holder = NamedMember(majority, members);
+  // A sentinel that names another master at a newer epoch has seen a failover the others
+  // have not heard of yet (Sentinel spreads a new configuration every 2 s).
+  if (!majority.empty() && newest_dissent > record.mod_revision) record.handover_in_progress = true;
+  return record;
+}
+
+}  // namespace sbd
