@@ -1,0 +1,180 @@
+// MetricsClaimProbe against real loopback listeners: a claim read, refused, hung, oversized and
+// non-200 targets, and two probes sent together through one start gate.
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <future>
+#include <thread>
+
+#include "probes/metrics_claim.h"
+#include "tests/support/process.h"
+
+namespace sbd {
+namespace {
+
+using std::chrono::milliseconds;
+
+/// An httplib server on a free loopback port, serving on a background thread.
+class ClaimServer {
+ public:
+  ClaimServer() {
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~ClaimServer() {
+    server_.stop();
+    thread_.join();
+  }
+  httplib::Server& server() { return server_; }
+  std::string url(const std::string& path = "/metrics") const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+/// Listens but never accepts or answers: a frozen process.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(fd_, 16);
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~SilentListener() { close(fd_); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/metrics"; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+ClaimTarget Target(const std::string& url) {
+  ClaimTarget target;
+  target.member = "worker-1";
+  target.url = url;
+  target.query.lock = "demo";
+  target.query.token_label = "token";
+  return target;
+}
+
+SteadyClock::time_point In(int millis) { return SteadyClock::now() + milliseconds(millis); }
+
+ProbeFailureReason ReasonOf(const ClaimObservation& obs) {
+  REQUIRE(obs.failure() != nullptr);
+  return obs.failure()->reason;
+}
+
+}  // namespace
+
+TEST_CASE("MetricsClaimProbe: reads the claim and its token, again on the kept connection") {
+  ClaimServer server;
+  int value = 1;
+  server.server().Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(
+        "leader_election_master_status{name=\"demo\",token=\"tk\"} " + std::to_string(value) + "\n",
+        "text/plain; version=0.0.4");
+  });
+  MetricsClaimProbe probe(Target(server.url()));
+  auto obs = probe.Probe(In(2000), nullptr);
+  CHECK(obs.member == "worker-1");
+  REQUIRE(obs.claims());
+  CHECK(obs.reading()->token == std::optional<std::string>("tk"));
+  CHECK(obs.window.sent <= obs.window.received);
+  value = 0;
+  auto again = probe.Probe(In(2000), nullptr);
+  REQUIRE(again.reading() != nullptr);
+  CHECK(again.reading()->state == ClaimReading::State::kDoesNotClaim);
+}
+
+TEST_CASE("MetricsClaimProbe: hung, oversized, non-200 and malformed are failures") {
+  SilentListener silent;
+  MetricsClaimProbe hung(Target(silent.url()));
+  const auto started = SteadyClock::now();
+  CHECK(ReasonOf(hung.Probe(In(300), nullptr)) == ProbeFailureReason::kTimeout);
+  CHECK(SteadyClock::now() - started < milliseconds(800));
+
+  ClaimServer server;
+  server.server().Get("/big", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(5 << 20, '#'), "text/plain");
+  });
+  server.server().Get("/denied",
+                      [](const httplib::Request&, httplib::Response& res) { res.status = 403; });
+  server.server().Get("/bad", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("leader_election_master_status{name=\"demo\"} 0.5\n", "text/plain");
+  });
+  MetricsClaimProbe big(Target(server.url("/big")));
+  CHECK(ReasonOf(big.Probe(In(2000), nullptr)) == ProbeFailureReason::kProtocol);
+  MetricsClaimProbe denied(Target(server.url("/denied")));
+  CHECK(ReasonOf(denied.Probe(In(2000), nullptr)) == ProbeFailureReason::kAuth);
+  MetricsClaimProbe missing(Target(server.url("/nothing-here")));
+  CHECK(ReasonOf(missing.Probe(In(2000), nullptr)) == ProbeFailureReason::kProtocol);
+  MetricsClaimProbe bad(Target(server.url("/bad")));
+  CHECK(ReasonOf(bad.Probe(In(2000), nullptr)) == ProbeFailureReason::kProtocol);
+  MetricsClaimProbe scheme(Target("ftp://127.0.0.1:1/metrics"));
+  CHECK(ReasonOf(scheme.Probe(In(2000), nullptr)) == ProbeFailureReason::kConfig);
+}
+
+TEST_CASE("MetricsClaimProbe: an answer trickling in past the deadline is a timeout") {
+  ClaimServer server;
+  server.server().Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("text/plain", [](size_t offset, httplib::DataSink& sink) {
+      std::this_thread::sleep_for(milliseconds(50));  // the server's pace
+      const std::string line = "# padding\n";
+      sink.write(line.data(), line.size());
+      if (offset > 4000) sink.done();
+      return true;
+    });
+  });
+  MetricsClaimProbe probe(Target(server.url()));
+  const auto started = SteadyClock::now();
+  CHECK(ReasonOf(probe.Probe(In(400), nullptr)) == ProbeFailureReason::kTimeout);
+  CHECK(SteadyClock::now() - started < milliseconds(900));
+}
+
+TEST_CASE("MetricsClaimProbe: nothing listening is refused") {
+  const int port = testing::FreeLoopbackPort();
+  MetricsClaimProbe probe(Target("http://127.0.0.1:" + std::to_string(port) + "/metrics"));
+  CHECK(ReasonOf(probe.Probe(In(2000), nullptr)) == ProbeFailureReason::kRefused);
+}
+
+TEST_CASE("MetricsClaimProbe: two probes through one gate send together; a failed one arrives") {
+  ClaimServer server;
+  server.server().Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("leader_election_master_status{name=\"demo\",token=\"tk\"} 1\n", "text/plain");
+  });
+  MetricsClaimProbe first(Target(server.url()));
+  MetricsClaimProbe second(Target(server.url()));
+  StartGate gate(2);
+  auto other = std::async(std::launch::async, [&] { return second.Probe(In(2000), &gate); });
+  auto mine = first.Probe(In(2000), &gate);
+  auto theirs = other.get();
+  REQUIRE(mine.claims());
+  REQUIRE(theirs.claims());
+  CHECK(mine.window.Overlaps(theirs.window));
+
+  // A probe that fails before sending still arrives, so its partner does not wait it out.
+  MetricsClaimProbe broken(Target("ftp://127.0.0.1:1/metrics"));
+  StartGate gate2(2);
+  auto failing = std::async(std::launch::async, [&] { return broken.Probe(In(5000), &gate2); });
+  const auto started = SteadyClock::now();
+  auto ok = first.Probe(In(5000), &gate2);
+  CHECK(SteadyClock::now() - started < milliseconds(2000));
+  CHECK(ok.claims());
+  CHECK(failing.get().failure() != nullptr);
+}
+
+}  // namespace sbd
