@@ -26,7 +26,7 @@ ClaimQuery Lock(const std::string& lock, const std::string& token_label = "") {
   return query;
 }
 
-ClaimReading Claim(const std::string& text, const ClaimQuery& query) {
+ClaimReading FoundClaim(const std::string& text, const ClaimQuery& query) {
   auto result = FindClaim(text, query);
   if (auto* failure = std::get_if<ProbeFailure>(&result)) FAIL(failure->message);
   return std::get<ClaimReading>(result);
@@ -48,11 +48,11 @@ TEST_CASE("FindClaim: client-go's series says claims, does not claim, or nothing
       "leader_election_master_status{name=\"a\"} 1\n"
       "leader_election_master_status{name=\"b\"} 0\n"
       "process_cpu_seconds_total 12.5\n";
-  CHECK(Claim(text, Lock("a")).state == State::kClaims);
-  CHECK(Claim(text, Lock("b")).state == State::kDoesNotClaim);
-  CHECK(Claim(text, Lock("c")).state == State::kAbsent);
-  CHECK_FALSE(Claim(text, Lock("a")).token.has_value());
-  CHECK(Claim("", Lock("a")).state == State::kAbsent);
+  CHECK(FoundClaim(text, Lock("a")).state == State::kClaims);
+  CHECK(FoundClaim(text, Lock("b")).state == State::kDoesNotClaim);
+  CHECK(FoundClaim(text, Lock("c")).state == State::kAbsent);
+  CHECK_FALSE(FoundClaim(text, Lock("a")).token.has_value());
+  CHECK(FoundClaim("", Lock("a")).state == State::kAbsent);
 }
 
 TEST_CASE("FindClaim: the token label, escapes, blanks, timestamps and a custom metric") {
@@ -64,7 +64,7 @@ TEST_CASE("FindClaim: the token label, escapes, blanks, timestamps and a custom 
   query.lock_label = "lock";
   query.lock = "q\"x\\y\nz";
   query.token_label = "holder";
-  auto claim = Claim(text, query);
+  auto claim = FoundClaim(text, query);
   CHECK(claim.state == State::kClaims);
   REQUIRE(claim.token.has_value());
   CHECK(*claim.token == "t-1");
@@ -74,7 +74,7 @@ TEST_CASE("FindClaim: a stale 0 series beside the claiming one keeps the claim a
   const std::string text =
       "leader_election_master_status{name=\"a\",token=\"old\"} 0\n"
       "leader_election_master_status{name=\"a\",token=\"new\"} 1\n";
-  auto claim = Claim(text, Lock("a", "token"));
+  auto claim = FoundClaim(text, Lock("a", "token"));
   CHECK(claim.state == State::kClaims);
   CHECK(claim.token == std::optional<std::string>("new"));
 }
@@ -84,7 +84,7 @@ TEST_CASE("FindClaim: values other than 0 and 1 for the lock are malformed, else
     CAPTURE(value);
     const std::string line = std::string("leader_election_master_status{name=\"a\"} ") + value;
     CHECK(Malformed(line).find("neither 0 nor 1") != std::string::npos);
-    CHECK(Claim("other_metric " + std::string(value) + "\n" + line, Lock("b")).state ==
+    CHECK(FoundClaim("other_metric " + std::string(value) + "\n" + line, Lock("b")).state ==
           State::kAbsent);
   }
 }
