@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "detector/common/json_text.h"
+#include "probes/lease_adapters.h"
 #include "probes/postgres.h"
 
 namespace sbd {
@@ -157,6 +158,9 @@ nlohmann::json LockJson(const ClusterSnapshot& c) {
     // Keys the lock store holds that could not be read (e.g. a hostile members/* value).
     lock["rejected_keys"] = c.last_good_dcs->rejected;
     if (!c.last_good_dcs->dissent.empty()) lock["dissent"] = c.last_good_dcs->dissent;
+    if (!c.last_good_dcs->holder_token.empty()) {
+      lock["holder_token"] = ShownToken(c.last_good_dcs->holder_token);
+    }
     lock["last_success"] = FormatTime(c.last_dcs_success);
   }
   return lock;
@@ -191,6 +195,7 @@ void AddProbeFields(const MemberHistory& h, const std::string& lineage, nlohmann
       member["previous_lineage_offset"] = c.previous_lineage_offset;
     }
     member["fenced"] = c.fenced;
+    if (!c.token.empty()) member["token"] = ShownToken(c.token);
     member["last_success"] = FormatTime(*h.last_ok);
   }
   if (h.writable_since) member["writable_since"] = FormatTime(*h.writable_since);
