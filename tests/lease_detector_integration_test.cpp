@@ -156,6 +156,9 @@ TEST_CASE("redis_lease detector: a steady run shows one holder, the key's, and p
     CHECK(c["lock"].value("holder_token", "") == (holder == "a" ? "token-a" : "token-b"));
     CHECK(key_token == (holder == "a" ? "token-a" : "token-b"));
     CHECK(c["evidence"]["zombies"].empty());
+    CHECK(c["lock"].value("kind", "") == "redis_lease");
+    CHECK(c["lock"].value("record", "") ==
+          "Redis 127.0.0.1:" + std::to_string(sb.redis.port()) + " key lease:orders");
     ++reads;
     std::this_thread::sleep_for(milliseconds(200));  // the read period, not a wait
   }

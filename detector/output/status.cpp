@@ -147,6 +147,8 @@ nlohmann::json LineageForksJson(const std::vector<LineageFork>& forks) {
 nlohmann::json LockJson(const ClusterSnapshot& c) {
   const Assessment& a = c.assessment;
   nlohmann::json lock = {{"scope", c.spec.scope}, {"readable", a.lock_readable}};
+  lock["kind"] = c.lock.kind;
+  lock["record"] = c.lock.record;
   if (!a.lock_readable) lock["error"] = a.lock_error;
   if (c.last_good_dcs) {
     lock["holder"] = c.last_good_dcs->holder;
@@ -462,6 +464,9 @@ void LockText(const nlohmann::json& lock, std::ostream& out) {
         << (lock.value("holder", "").empty() ? "nobody" : lock["holder"].get<std::string>())
         << " (lease " << lock.value("lease_ttl_remaining_seconds", -1) << "s left, revision "
         << lock.value("mod_revision", 0) << ")";
+    if (lock.contains("holder_token")) {
+      out << ", token " << lock["holder_token"].get<std::string>();
+    }
   } else {
     out << ", UNREADABLE: " << lock.value("error", "");
   }
