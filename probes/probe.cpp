@@ -53,9 +53,18 @@ Claim ClaimOf(const RedisReading& reading) {
   return claim;
 }
 
+Claim ClaimOf(const LockClaimReading& reading) {
+  Claim claim;
+  claim.holds = reading.claims;
+  claim.lineage = reading.lock;
+  claim.token = reading.token;
+  return claim;
+}
+
 std::optional<Claim> Observation::claim() const {
   if (const auto* r = reading()) return ClaimOf(*r);
   if (const auto* r = redis()) return ClaimOf(*r);
+  if (const auto* r = lock_claim()) return ClaimOf(*r);
   return std::nullopt;
 }
 

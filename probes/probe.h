@@ -112,6 +112,18 @@ struct RedisReading {
   }
 };
 
+/// What a candidate process says about an application lock (its claim metric, read by
+/// probes/metrics_claim.h and adapted in probes/lease_adapters.h): whether it holds the lock
+/// and with which token. Plain value type.
+struct LockClaimReading {
+  std::string lock;       ///< the lock's name, as the claim series labels it: the lineage
+  bool claims = false;    ///< a series of the lock says 1
+  bool competes = false;  ///< some series names the lock (1 or 0)
+  /// The token it claims with: the claim's token label, else the candidate's configured
+  /// identity; empty when neither. Raw bytes: compare, never show unescaped.
+  std::string token;
+};
+
 /// What a member claims about the lock, in terms every kind shares. The verdict decides from
 /// this alone; a kind's own reading (PostgresReading, RedisReading) is evidence beside it.
 struct Claim {
@@ -133,6 +145,9 @@ struct Claim {
 
 /// The claim of a PostgreSQL reading: writable, system identifier, timeline, backend session.
 Claim ClaimOf(const PostgresReading& reading);
+/// The claim of a candidate of an application lock: holds when it claims, the lock's name as
+/// the lineage, its token.
+Claim ClaimOf(const LockClaimReading& reading);
 /// The claim of a Redis reading: master, replid/replid2, fenced by min-replicas-to-write. A
 /// master can turn replica on the same connection, so no session proves continuity.
 Claim ClaimOf(const RedisReading& reading);
@@ -203,6 +218,9 @@ struct DcsView {
   /// How long after a change of holder the store itself still demotes the previous one
   /// (Sentinel reconfigures an old master that reports itself master); zero when it does not.
   std::chrono::milliseconds handover_bound{0};
+  /// Stores that keep the holder's token rather than a member's name (an application lease's
+  /// key): the token, raw bytes. The engine names as `holder` the member claiming with it.
+  std::string holder_token;
 };
 
 /// The timing of one reading: the answer was produced somewhere inside [sent, received].
@@ -222,7 +240,7 @@ struct Observation {
   std::string member;
   ReadingWindow window;
   /// The kind's reading (its claim is ClaimOf(reading)) or why there is none.
-  std::variant<PostgresReading, RedisReading, ProbeFailure> result;
+  std::variant<PostgresReading, RedisReading, LockClaimReading, ProbeFailure> result;
   /// Members with a manager only: what it (Patroni's REST API) claimed in the same round, read
   /// concurrently with PostgreSQL so that a hung API never hides the database.
   std::optional<std::variant<PatroniReading, ProbeFailure>> patroni;
@@ -232,6 +250,8 @@ struct Observation {
   const PostgresReading* reading() const { return std::get_if<PostgresReading>(&result); }
   /// Redis's evidence; null for a failure or another kind.
   const RedisReading* redis() const { return std::get_if<RedisReading>(&result); }
+  /// An application lock candidate's claim; null for a failure or another kind.
+  const LockClaimReading* lock_claim() const { return std::get_if<LockClaimReading>(&result); }
   const ProbeFailure* failure() const { return std::get_if<ProbeFailure>(&result); }
   /// The kind-neutral claim; nullopt for a failure.
   std::optional<Claim> claim() const;

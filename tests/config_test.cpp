@@ -275,6 +275,40 @@ TEST_CASE("config: a redis cluster reads its members by address and its Sentinel
   CHECK(c.members[1].password_env == std::optional<std::string>("SBD_REDIS_PASSWORD"));
 }
 
+TEST_CASE("config: a redis_lease cluster reads its key, login, claim query and candidates",
+          "[config]") {
+  const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-redis-lease.yml")).clusters();
+  REQUIRE(clusters.size() == 2);
+  const sbd::ClusterSpec& c = clusters[0];
+  CHECK(c.kind == sbd::ClusterKind::kRedisLease);
+  CHECK(c.scope.empty());
+  CHECK(c.redis_lease.address == "127.0.0.1:6379");
+  CHECK(c.redis_lease.username == "splitbrain");
+  CHECK(c.redis_lease.password_env == std::optional<std::string>("SBD_LEASE_PASSWORD"));
+  CHECK(c.redis_lease.key == "lease:orders");
+  CHECK(c.redis_lease.pattern.empty());
+  CHECK(c.redis_lease.claim_metric == "leader_election_master_status");
+  CHECK(c.redis_lease.lock_label == "name");
+  CHECK(c.redis_lease.lock == "orders");
+  CHECK(c.redis_lease.token_label == "token");
+  REQUIRE(c.members.size() == 2);
+  CHECK(c.members[0].claim_url == "http://127.0.0.1:9101/metrics");
+  CHECK(c.members[0].lease_identity.empty());
+  CHECK(c.members[1].lease_identity == "worker-b");
+  // No password reaches the candidates: theirs is an HTTP endpoint.
+  CHECK_FALSE(c.members[1].password_env.has_value());
+
+  const sbd::ClusterSpec& jobs = clusters[1];
+  CHECK(jobs.redis_lease.key.empty());
+  CHECK(jobs.redis_lease.pattern == "locks:jobs:*");
+  CHECK(jobs.redis_lease.max_keys == 50);
+  CHECK(jobs.redis_lease.max_scan_iterations == 10);
+  CHECK(jobs.redis_lease.claim_metric == "app:lock_held");
+  CHECK(jobs.redis_lease.lock_label == "lock");
+  CHECK(jobs.redis_lease.lock == "jobs");  // the cluster's name by default
+  CHECK(jobs.redis_lease.token_label.empty());
+}
+
 TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
   // Every error carries file:line:column, the key path and a message, sorted by position.
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
@@ -337,8 +371,29 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "10:11: clusters[1].name: expected a name of letters, digits, '_', '.' and '-'",
         "11:14: clusters[1].members: expected a sequence", "12:1: extra: unknown key"}},
       {"invalid-kind.yml",
-       {"3:11: clusters[0].kind: expected postgres, patroni or redis",
-        "8:11: clusters[1].kind: expected postgres, patroni or redis"}},
+       {"3:11: clusters[0].kind: expected postgres, patroni, redis or redis_lease",
+        "8:11: clusters[1].kind: expected postgres, patroni, redis or redis_lease"}},
+      {"invalid-redis-lease.yml",
+       {"4:5: clusters[0].scope: only valid for kind: patroni",
+        "6:16: clusters[0].redis_lease.address: expected host:port",
+        "8:7: clusters[0].redis_lease.pattern: only one of key and pattern may be set",
+        "9:17: clusters[0].redis_lease.max_keys: expected a whole number from 1 to 100000",
+        "11:21: clusters[0].redis_lease.password_env: only one of password_file and "
+        "password_env may be set",
+        "13:17: clusters[0].redis_lease.claim.metric: expected a metric name "
+        "([a-zA-Z_:][a-zA-Z0-9_:]*)",
+        "14:21: clusters[0].redis_lease.claim.lock_label: expected a label name "
+        "([a-zA-Z_][a-zA-Z0-9_]*)",
+        "16:15: clusters[0].redis_lease.claim.lock: must not be empty",
+        "17:9: clusters[0].redis_lease.claim.extra: unknown key",
+        "20:22: clusters[0].members[0].metrics_url: expected an http:// or https:// URL",
+        "21:9: clusters[0].members[1].metrics_url: required",
+        "22:9: clusters[0].members[1].address: unknown key", "23:5: clusters[1].members: required",
+        "26:7: clusters[1].redis_lease.key: required (or pattern)",
+        "27:7: clusters[1].redis_lease.max_scan_iterations: only valid with pattern",
+        "30:22: clusters[1].redis_lease.claim.token_label: must differ from lock_label",
+        "31:5: clusters[2].redis_lease: required", "31:5: clusters[2].members: required",
+        "37:5: clusters[3].redis_lease: only valid for kind: redis_lease"}},
       {"invalid-redis.yml",
        {"4:5: clusters[0].scope: only valid for kind: patroni",
         "7:18: clusters[0].members[0].address: expected host:port",

@@ -38,6 +38,8 @@ constexpr int kMaxIncidentEvents = 1000000;
 constexpr const char* kPatroniOnly = "only valid for kind: patroni";
 constexpr const char* kNameHint = "expected a name of letters, digits, '_', '.' and '-'";
 constexpr const char* kUrlHint = "expected an http:// or https:// URL";
+// Application leases: the longest key, pattern or identity accepted.
+constexpr size_t kMaxLeaseKeyBytes = 1024;
 // Labels the detector puts on every alert itself; external_labels may not override them.
 constexpr const char* kReservedLabels[] = {"alertname", "severity", "cluster", "scope"};
 
@@ -254,6 +256,15 @@ bool IsHttpUrl(const std::string& s) {
     });
   }
   return false;
+}
+
+// A Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*) or, without `metric`, a label name
+// ([a-zA-Z_][a-zA-Z0-9_]*).
+bool IsPrometheusName(const std::string& s, bool metric) {
+  if (s.empty() || IsDigit(s[0])) return false;
+  return std::all_of(s.begin(), s.end(), [&](char c) {
+    return IsLetter(c) || IsDigit(c) || c == '_' || (metric && c == ':');
+  });
 }
 
 // Base URLs and the DCS namespace get paths appended with a '/' of their own.
@@ -594,7 +605,7 @@ class ConfigParser {
     const std::optional<Fields> fields = ReadMapping(
         node, path,
         {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier", "members",
-         "scope", "namespace", "etcd", "discover", "discovery", "file_sd", "redis"});
+         "scope", "namespace", "etcd", "discover", "discovery", "file_sd", "redis", "redis_lease"});
     if (!fields) return cluster;
     if (const Entry* name = Required(*fields, node, path, "name")) {
       cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
@@ -609,12 +620,15 @@ class ConfigParser {
     }
     const std::optional<bool> discover = ParsePatroniSettings(*fields, node, path, kind, cluster);
     if (const Entry* file_sd = Optional(*fields, "file_sd");
-        file_sd && kind == ClusterKind::kRedis) {
-      AddError(file_sd->key.Mark(), Join(path, "file_sd"), "not supported for kind: redis yet");
+        file_sd && (kind == ClusterKind::kRedis || kind == ClusterKind::kRedisLease)) {
+      AddError(file_sd->key.Mark(), Join(path, "file_sd"),
+               kind == ClusterKind::kRedis ? "not supported for kind: redis yet"
+                                           : "not supported for kind: redis_lease yet");
     } else if (file_sd) {
       ParseFileSd(*file_sd, Join(path, "file_sd"), kind, cluster);
     }
     ParseRedisBlock(*fields, node, path, kind, cluster);
+    ParseRedisLeaseBlock(*fields, node, path, kind, cluster);
     // file_sd may supply every member: the check for an empty list waits for its targets.
     ParseMembers(*fields, node, path, kind, discover, cluster);
     if (cluster.file_sd) ResolveFileSd(*fields, path, cluster);
@@ -635,7 +649,8 @@ class ConfigParser {
     if (text == "postgres") return ClusterKind::kPostgres;
     if (text == "patroni") return ClusterKind::kPatroni;
     if (text == "redis") return ClusterKind::kRedis;
-    AddError(entry->Mark(), Join(path, "kind"), "expected postgres, patroni or redis");
+    if (text == "redis_lease") return ClusterKind::kRedisLease;
+    AddError(entry->Mark(), Join(path, "kind"), "expected postgres, patroni, redis or redis_lease");
     return std::nullopt;
   }
 
@@ -787,7 +802,7 @@ class ConfigParser {
       // An invalid discover (reported) waives the check rather than guessing; file_sd may
       // supply every member (checked once its targets are read).
       if (kind != ClusterKind::kPostgres && kind != ClusterKind::kRedis &&
-          discover.value_or(true)) {
+          kind != ClusterKind::kRedisLease && discover.value_or(true)) {
         return;
       }
       if (cluster.file_sd) return;
@@ -991,9 +1006,137 @@ class ConfigParser {
     return member;
   }
 
+  // ---- Application leases: the key, the login, the claim query, candidates by metrics URL.
+
+  void ParseRedisLeaseBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
+                            Kind kind, ClusterSpec& cluster) {
+    const Entry* entry = Optional(fields, "redis_lease");
+    if (entry && kind.has_value() && *kind != ClusterKind::kRedisLease) {
+      AddError(entry->key.Mark(), Join(path, "redis_lease"), "only valid for kind: redis_lease");
+      return;
+    }
+    if (!entry) {
+      if (kind == ClusterKind::kRedisLease) {
+        AddError(node.Mark(), Join(path, "redis_lease"), "required");
+      }
+      return;
+    }
+    const std::string block = Join(path, "redis_lease");
+    const std::optional<Fields> lease =
+        ReadMapping(*entry, block,
+                    {"address", "username", "password_file", "password_env", "key", "pattern",
+                     "max_keys", "max_scan_iterations", "claim"});
+    if (!lease) return;
+    RedisLeaseSpec& spec = cluster.redis_lease;
+    spec.lock = cluster.name;
+    if (const Entry* address = Required(*lease, entry->value, block, "address")) {
+      spec.address = RedisAddress(*address, Join(block, "address")).value_or("");
+    }
+    if (const Entry* user = Optional(*lease, "username")) {
+      spec.username = ValidName(*user, Join(block, "username")).value_or("");
+    }
+    PasswordSources(*lease, block, spec.password_file, spec.password_env);
+    ParseLeaseKeys(*lease, *entry, block, spec);
+    if (const Entry* claim = Optional(*lease, "claim")) {
+      ParseClaimQuery(*claim, Join(block, "claim"), spec);
+    }
+  }
+
+  // key or pattern (exactly one), and the SCAN caps, which only a pattern uses.
+  void ParseLeaseKeys(const Fields& lease, const Entry& entry, const std::string& block,
+                      RedisLeaseSpec& spec) {
+    const Entry* key = Optional(lease, "key");
+    const Entry* pattern = Optional(lease, "pattern");
+    if (key && pattern) {
+      AddError(pattern->key.Mark(), Join(block, "pattern"),
+               "only one of key and pattern may be set");
+    } else if (!key && !pattern) {
+      AddError(entry.Mark(), Join(block, "key"), "required (or pattern)");
+    }
+    auto text = [&](const Entry* e, const char* name) {
+      const std::string at = Join(block, name);
+      std::optional<std::string> value = String(*e, at);
+      if (value && (value->empty() || value->size() > kMaxLeaseKeyBytes)) {
+        AddError(e->Mark(), at, "expected 1 to " + std::to_string(kMaxLeaseKeyBytes) + " bytes");
+        return std::string();
+      }
+      return value.value_or("");
+    };
+    if (key) spec.key = text(key, "key");
+    if (pattern) spec.pattern = text(pattern, "pattern");
+    for (const char* cap : {"max_keys", "max_scan_iterations"}) {
+      const Entry* e = Optional(lease, cap);
+      if (!e) continue;
+      if (!pattern) {
+        AddError(e->key.Mark(), Join(block, cap), "only valid with pattern");
+        continue;
+      }
+      const auto n = Count(*e, Join(block, cap), 1, 100000);
+      int& field = std::string(cap) == "max_keys" ? spec.max_keys : spec.max_scan_iterations;
+      field = n.value_or(field);
+    }
+  }
+
+  // The claim's metric, the label naming the lock and its value, and the token's label.
+  void ParseClaimQuery(const Entry& entry, const std::string& path, RedisLeaseSpec& spec) {
+    const std::optional<Fields> claim =
+        ReadMapping(entry, path, {"metric", "lock_label", "lock", "token_label"});
+    if (!claim) return;
+    auto label = [&](const char* key, bool metric, std::string& field) {
+      const Entry* e = Optional(*claim, key);
+      if (!e) return;
+      const std::optional<std::string> value = String(*e, Join(path, key));
+      if (!value) return;
+      if (!IsPrometheusName(*value, metric)) {
+        AddError(e->Mark(), Join(path, key),
+                 metric ? "expected a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"
+                        : "expected a label name ([a-zA-Z_][a-zA-Z0-9_]*)");
+        return;
+      }
+      field = *value;
+    };
+    label("metric", true, spec.claim_metric);
+    label("lock_label", false, spec.lock_label);
+    label("token_label", false, spec.token_label);
+    if (!spec.token_label.empty() && spec.token_label == spec.lock_label) {
+      AddError(claim->at("token_label").Mark(), Join(path, "token_label"),
+               "must differ from lock_label");
+    }
+    if (const Entry* lock = Optional(*claim, "lock")) {
+      const std::optional<std::string> value = String(*lock, Join(path, "lock"));
+      if (value && value->empty()) AddError(lock->Mark(), Join(path, "lock"), "must not be empty");
+      if (value && !value->empty()) spec.lock = *value;
+    }
+  }
+
+  MemberSpec ParseLeaseMember(const YAML::Node& node, const std::string& path, SeenNames& seen) {
+    MemberSpec member;
+    const std::optional<Fields> fields =
+        ReadMapping(node, path, {"name", "metrics_url", "identity"});
+    if (!fields) return member;
+    if (const Entry* name = Required(*fields, node, path, "name")) {
+      member.name = Name(*name, Join(path, "name"), seen, "member").value_or("");
+    }
+    if (const Entry* url = Required(*fields, node, path, "metrics_url")) {
+      member.claim_url = HttpUrl(*url, Join(path, "metrics_url"), false).value_or("");
+      member.address = member.claim_url;
+    }
+    if (const Entry* identity = Optional(*fields, "identity")) {
+      const std::optional<std::string> value = String(*identity, Join(path, "identity"));
+      if (value && (value->empty() || value->size() > kMaxLeaseKeyBytes)) {
+        AddError(identity->Mark(), Join(path, "identity"),
+                 "expected 1 to " + std::to_string(kMaxLeaseKeyBytes) + " bytes");
+      } else if (value) {
+        member.lease_identity = *value;
+      }
+    }
+    return member;
+  }
+
   MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen,
                          Kind kind) {
     if (kind == ClusterKind::kRedis) return ParseRedisMember(node, path, seen);
+    if (kind == ClusterKind::kRedisLease) return ParseLeaseMember(node, path, seen);
     MemberSpec member;
     const std::optional<Fields> fields =
         ReadMapping(node, path, {"name", "dsn", "password_file", "password_env", "patroni_url"});

@@ -32,11 +32,16 @@ struct MemberSpec {
   std::string patroni_url;
   /// True when the member came from DCS discovery rather than the config file.
   bool discovered = false;
+  /// Application leases: where the candidate exports its claim ("http://host:port/metrics").
+  std::string claim_url;
+  /// Application leases: the value the candidate writes into the key, which names it in the
+  /// record when its claim carries no token label; empty when not configured.
+  std::string lease_identity;
 };
 
 /// What kind of cluster this is: plain PostgreSQL, Patroni with its lock in etcd, or a Redis
 /// replication group whose record Sentinel keeps.
-enum class ClusterKind { kPostgres, kPatroni, kRedis };
+enum class ClusterKind { kPostgres, kPatroni, kRedis, kRedisLease };
 
 /// A Redis replication group under Sentinel (the cluster's `redis:` block). Members are Redis
 /// servers (`address: host:port`); the sentinels keep the record of which one is master.
@@ -47,6 +52,25 @@ struct RedisSpec {
   /// Where the members' password comes from, if anywhere (copied onto each member).
   std::optional<std::string> password_file;
   std::optional<std::string> password_env;
+};
+
+/// An application lease kept as a Redis string key (`SET key token NX PX ttl`, renewed, released
+/// by its token's owner), its candidates exporting their claim as a Prometheus metric (the
+/// cluster's `redis_lease:` block). Members are the candidates (`metrics_url`).
+struct RedisLeaseSpec {
+  std::string address;   ///< host:port of the Redis server that keeps the key
+  std::string username;  ///< ACL user for AUTH; empty for the default user
+  std::optional<std::string> password_file;
+  std::optional<std::string> password_env;
+  std::string key;                ///< the exact key; empty when `pattern` is set
+  std::string pattern;            ///< a SCAN MATCH pattern; empty when `key` is set
+  int max_keys = 1000;            ///< SCAN stops after this many distinct keys
+  int max_scan_iterations = 100;  ///< SCAN stops after this many round trips
+  /// The claim: `metric{<lock_label>="<lock>"}` 1 or 0, its token in `token_label` if any.
+  std::string claim_metric = "leader_election_master_status";
+  std::string lock_label = "name";
+  std::string lock;         ///< default: the cluster's name
+  std::string token_label;  ///< empty: claims carry no token (members' identity names them)
 };
 
 /// How to reach members found in the DCS: their conn_url gives host and port, this gives the
@@ -107,6 +131,8 @@ struct ClusterSpec {
   std::optional<FileSdSpec> file_sd;
   /// Redis: the Sentinel group and the login.
   RedisSpec redis;
+  /// Application leases: the key, the login and the claim query.
+  RedisLeaseSpec redis_lease;
 };
 
 /// Where alerts go: every Alertmanager gets every alert (POST /api/v2/alerts).

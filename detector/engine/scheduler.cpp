@@ -6,8 +6,10 @@
 
 #include "detector/common/internal_errors.h"
 #include "detector/common/logfmt.h"
+#include "detector/verdicts/lease_claims.h"
 #include "probes/etcd.h"
 #include "probes/http_json.h"
+#include "probes/lease_adapters.h"
 #include "probes/patroni.h"
 #include "probes/postgres.h"
 #include "probes/redis.h"
@@ -209,6 +211,21 @@ std::string RedisSentinelRecord(const ClusterSpec& spec) {
   return "Sentinel's master " + spec.redis.master_name;
 }
 
+std::unique_ptr<MemberProbe> LeaseClaimMember(const ClusterSpec& spec, const MemberSpec& member) {
+  return std::make_unique<LeaseClaimProbe>(spec, member);
+}
+
+std::unique_ptr<LockStore> RedisLeaseKeyStore(const ClusterSpec& spec) {
+  return std::make_unique<RedisLeaseStore>(spec);
+}
+
+std::string RedisLeaseRecord(const ClusterSpec& spec) {
+  const RedisLeaseSpec& lease = spec.redis_lease;
+  return "Redis " + lease.address + " " +
+         (lease.pattern.empty() ? "key " + LogfmtEscape(lease.key)
+                                : "keys matching " + LogfmtEscape(lease.pattern));
+}
+
 // A built-in kind: the name the config spells, the probe of its members, the lock store that
 // keeps its record (none when the members' claims are all there is) and where that store
 // keeps it.
@@ -226,6 +243,8 @@ constexpr BuiltInKind kBuiltInKinds[] = {
     {ClusterKind::kPostgres, "postgres", PostgresMember, nullptr, nullptr},
     {ClusterKind::kPatroni, "patroni", PostgresMember, PatroniEtcdStore, PatroniLeaderKey},
     {ClusterKind::kRedis, "redis", RedisMember, RedisSentinelStore, RedisSentinelRecord},
+    {ClusterKind::kRedisLease, "redis_lease", LeaseClaimMember, RedisLeaseKeyStore,
+     RedisLeaseRecord},
 };
 
 const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {
@@ -583,6 +602,8 @@ void Scheduler::RunRound(ClusterRuntime& cluster) {
   RoundReadings readings = ProbeRound(cluster, everyone, false);
   const std::string lineage = PreviewLineage(cluster, readings, times.start_wall);
   const Confirmation confirmation = ConfirmRound(cluster, readings, lineage);
+  // Stores that keep a token name the member claiming with it (application leases).
+  if (readings.dcs) NameHolderByToken(*readings.dcs, readings.members);
   times.end_wall = WallClock::now();
   // Outside the lock: the source may read files.
   const std::vector<Declaration> active = ActiveDeclarations(times.end_wall);

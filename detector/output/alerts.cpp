@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "detector/output/status.h"
+#include "probes/lease_adapters.h"
 
 namespace sbd {
 namespace {
@@ -79,6 +80,9 @@ std::string Evidence(const ClusterSnapshot& c, Millis resend_interval) {
       out << " Leader key (" << c.lock.record << ") held by "
           << (a.lock_holder.empty() ? "nobody" : a.lock_holder);
       if (c.last_good_dcs) out << ", revision " << c.last_good_dcs->mod_revision;
+      if (c.last_good_dcs && !c.last_good_dcs->holder_token.empty()) {
+        out << ", token " << ShownToken(c.last_good_dcs->holder_token);
+      }
       out << ".";
     } else {
       out << " Lock store unreadable.";
@@ -97,6 +101,7 @@ std::string Evidence(const ClusterSnapshot& c, Millis resend_interval) {
               : c.holds    ? "fenced holder"
                            : "not holder")
           << ", lineage " << c.lineage;
+      if (!c.token.empty()) out << ", token " << ShownToken(c.token);
     } else if (h.last && h.last->ok()) {
       const PostgresReading& r = *h.last->reading();
       out << (r.writable()    ? "writable"
@@ -125,6 +130,24 @@ std::string Evidence(const ClusterSnapshot& c, Millis resend_interval) {
   }
   if (c.write_window) out << WriteWindowEvidence(*c.write_window, resend_interval);
   return out.str();
+}
+
+// Application leases: the token each holder claims with and the one the record holds, so that
+// the page tells the zombie's token from the holder's. Empty when the claims carry none.
+std::string TokenEvidence(const ClusterSnapshot& c) {
+  std::string out;
+  for (const auto& member : c.assessment.writable) {
+    auto it = c.history.members.find(member);
+    if (it == c.history.members.end() || !it->second.last_claim) continue;
+    const std::string& token = it->second.last_claim->token;
+    if (token.empty()) continue;
+    out += (out.empty() ? "" : ", ") + member + " claims with token " + ShownToken(token);
+  }
+  if (out.empty()) return out;
+  if (c.last_good_dcs && !c.last_good_dcs->holder_token.empty()) {
+    out += "; the key holds token " + ShownToken(c.last_good_dcs->holder_token);
+  }
+  return "; " + out;
 }
 
 Alert Make(const ClusterSnapshot& c, const AlertingSpec& alerting, const AlertLinks& links,
@@ -160,6 +183,7 @@ std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alert
         summary += "; zombie " + Join(a.zombies) + ", lock holder " +
                    (a.lock_holder.empty() ? "unknown" : a.lock_holder);
       }
+      summary += TokenEvidence(c);
     } else {
       summary += "confirmed at " + FormatTime(c.split_brain_opened_at) +
                  ", not yet seen to be over (" + std::string(VerdictName(a.verdict)) + ")";

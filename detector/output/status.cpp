@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "detector/common/json_text.h"
+#include "probes/lease_adapters.h"
 #include "probes/postgres.h"
 
 namespace sbd {
@@ -146,6 +147,8 @@ nlohmann::json LineageForksJson(const std::vector<LineageFork>& forks) {
 nlohmann::json LockJson(const ClusterSnapshot& c) {
   const Assessment& a = c.assessment;
   nlohmann::json lock = {{"scope", c.spec.scope}, {"readable", a.lock_readable}};
+  lock["kind"] = c.lock.kind;
+  lock["record"] = c.lock.record;
   if (!a.lock_readable) lock["error"] = a.lock_error;
   if (c.last_good_dcs) {
     lock["holder"] = c.last_good_dcs->holder;
@@ -157,6 +160,9 @@ nlohmann::json LockJson(const ClusterSnapshot& c) {
     // Keys the lock store holds that could not be read (e.g. a hostile members/* value).
     lock["rejected_keys"] = c.last_good_dcs->rejected;
     if (!c.last_good_dcs->dissent.empty()) lock["dissent"] = c.last_good_dcs->dissent;
+    if (!c.last_good_dcs->holder_token.empty()) {
+      lock["holder_token"] = ShownToken(c.last_good_dcs->holder_token);
+    }
     lock["last_success"] = FormatTime(c.last_dcs_success);
   }
   return lock;
@@ -191,6 +197,7 @@ void AddProbeFields(const MemberHistory& h, const std::string& lineage, nlohmann
       member["previous_lineage_offset"] = c.previous_lineage_offset;
     }
     member["fenced"] = c.fenced;
+    if (!c.token.empty()) member["token"] = ShownToken(c.token);
     member["last_success"] = FormatTime(*h.last_ok);
   }
   if (h.writable_since) member["writable_since"] = FormatTime(*h.writable_since);
@@ -462,6 +469,9 @@ void LockText(const nlohmann::json& lock, std::ostream& out) {
         << (lock.value("holder", "").empty() ? "nobody" : lock["holder"].get<std::string>())
         << " (lease " << lock.value("lease_ttl_remaining_seconds", -1) << "s left, revision "
         << lock.value("mod_revision", 0) << ")";
+    if (lock.contains("holder_token")) {
+      out << ", token " << lock["holder_token"].get<std::string>();
+    }
   } else {
     out << ", UNREADABLE: " << lock.value("error", "");
   }

@@ -58,4 +58,10 @@ struct LeaseAssessment {
 LeaseAssessment AssessLeaseClaims(const LeaseRecordView& record,
                                   const std::vector<CandidateClaim>& claims);
 
+/// For a record that keeps a token (`holder_token`) and names no member: names as holder the
+/// one member of `round` whose claim carries that token, preferring one that claims the lock;
+/// nobody when none or several do. Leaves failures and named holders alone. Thread-safe.
+void NameHolderByToken(std::variant<DcsView, ProbeFailure>& record,
+                       const std::vector<Observation>& round);
+
 }  // namespace sbd

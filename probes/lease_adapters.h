@@ -1,0 +1,67 @@
+// Application leases (issue 12) as a lock kind of the engine: the claim probe as a member
+// probe, the Redis lease reader as a lock store.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "detector/config/config.h"
+#include "probes/metrics_claim.h"
+#include "probes/probe.h"
+#include "probes/redis_lease.h"
+
+namespace sbd {
+
+/// The longest part of a token shown to people; the rest is cut and said to be.
+constexpr size_t kShownTokenBytes = 64;
+
+/// A token for people (status, alerts, logs): control, quote and non-UTF-8 bytes escaped
+/// (LogfmtEscape), cut after kShownTokenBytes with "...(N bytes)". Tokens are lock values, not
+/// secrets, but anyone who can write the key or a claim chooses them. Pure; thread-safe.
+std::string ShownToken(std::string_view token);
+
+/// The claim query of a redis_lease cluster, as MetricsClaimProbe takes it.
+ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec);
+
+/// One candidate's claim (MetricsClaimProbe over its metrics_url) as an Observation holding a
+/// LockClaimReading: the lock's name as lineage; its token is the token label's value, else
+/// the member's configured identity. Follows the start gate convention of probes/README.md.
+/// Never throws. Not thread-safe: one Probe() at a time.
+class LeaseClaimProbe : public MemberProbe {
+ public:
+  LeaseClaimProbe(const ClusterSpec& spec, const MemberSpec& member);
+  Observation Probe(SteadyClock::time_point deadline, StartGate* gate) override;
+
+ private:
+  MetricsClaimProbe claims_;
+  std::string lock_;
+  std::string identity_;
+};
+
+/// A lease's record as the engine's DcsView: `holder_token` the held key's value (whole, or
+/// nothing when cut short), `holder` the member whose configured identity it is (else empty:
+/// the engine names the claimer carrying the token), `lease_ttl_remaining` its PTTL rounded up
+/// to seconds (-1 when gone or without TTL). A key without TTL, of another type, cut short, or
+/// several held at once, and a SCAN stopped at a cap, are each said in `rejected` (escaped).
+/// Pure; thread-safe.
+DcsView LeaseRecordAsView(const LeaseRecord& record, const std::vector<MemberSpec>& members);
+
+/// The lock store of a redis_lease cluster: RedisLeaseReader on the configured key or pattern,
+/// read only, its password read from the file or environment at each connect. Never throws.
+/// Not thread-safe: one Read() at a time.
+class RedisLeaseStore : public LockStore {
+ public:
+  explicit RedisLeaseStore(const ClusterSpec& spec);
+  ~RedisLeaseStore() override;
+  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+
+ private:
+  RedisLeaseSpec spec_;
+  std::vector<MemberSpec> members_;
+  std::unique_ptr<RedisLeaseReader> reader_;
+};
+
+}  // namespace sbd

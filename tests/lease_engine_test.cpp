@@ -1,0 +1,134 @@
+// The redis_lease kind in the engine, through its interfaces with in-process fakes: the
+// registry's line, and a round of claims and a record that keeps a token.
+#include <catch2/catch.hpp>
+#include <memory>
+#include <mutex>
+
+#include "detector/engine/scheduler.h"
+#include "probes/lease_adapters.h"
+
+namespace sbd {
+namespace {
+
+ValidatedConfig LeaseConfig() {
+  ConfigResult result = ParseConfig(
+      "clusters:\n  - name: orders\n    kind: redis_lease\n    ttl: 3s\n"
+      "    probe_interval: 300ms\n    probe_timeout: 250ms\n    redis_lease:\n"
+      "      address: 127.0.0.1:6379\n      key: \"lease:orders\"\n"
+      "      claim: {token_label: token}\n    members:\n"
+      "      - name: a\n        metrics_url: http://127.0.0.1:1/metrics\n"
+      "      - name: b\n        metrics_url: http://127.0.0.1:2/metrics\n",
+      "lease.yml");
+  if (auto* errors = std::get_if<std::vector<ConfigError>>(&result)) {
+    FAIL("config rejected: " << errors->front().ToString());
+  }
+  return std::get<ValidatedConfig>(std::move(result));
+}
+
+// A candidate that claims (or not) with its token, through the start gate like a real probe.
+class FakeClaim : public MemberProbe {
+ public:
+  FakeClaim(std::string member, bool claims, std::string token)
+      : member_(std::move(member)), claims_(claims), token_(std::move(token)) {}
+  Observation Probe(SteadyClock::time_point deadline, StartGate* gate) override {
+    Observation obs;
+    obs.member = member_;
+    obs.window.sent_wall = WallClock::now();
+    obs.window.sent = SteadyClock::now();
+    if (gate) gate->ArriveAndWait(deadline);
+    obs.window.received = SteadyClock::now();
+    LockClaimReading reading;
+    reading.lock = "orders";
+    reading.claims = claims_;
+    reading.competes = true;
+    reading.token = token_;
+    obs.result = reading;
+    return obs;
+  }
+
+ private:
+  std::string member_;
+  bool claims_;
+  std::string token_;
+};
+
+// The key as a lease store keeps it: a token, no member name.
+class FakeKey : public LockStore {
+ public:
+  explicit FakeKey(std::string token) : token_(std::move(token)) {}
+  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point) override {
+    DcsView view;
+    view.endpoint = "127.0.0.1:6379";
+    view.holder_token = token_;
+    view.lease_ttl_remaining = 2;
+    return view;
+  }
+
+ private:
+  std::string token_;
+};
+
+ProbeFactories Fakes(bool a_claims, const std::string& key_token) {
+  ProbeFactories factories;
+  factories.members = [a_claims](const ClusterSpec&, const MemberSpec& member) {
+    const bool claims = member.name == "a" ? a_claims : true;
+    return std::make_unique<FakeClaim>(member.name, claims, "token-" + member.name);
+  };
+  factories.lock_stores = [key_token](const ClusterSpec&) -> std::unique_ptr<LockStore> {
+    return std::make_unique<FakeKey>(key_token);
+  };
+  factories.managers = [](const ClusterSpec&, const MemberSpec&) { return nullptr; };
+  return factories;
+}
+
+}  // namespace
+
+TEST_CASE("engine: the redis_lease kind builds the claim probe and the lease store", "[lease]") {
+  const ClusterSpec spec = LeaseConfig().clusters().front();
+  const std::unique_ptr<MemberProbe> probe = BuiltInMemberProbeFactory()(spec, spec.members[0]);
+  CHECK(dynamic_cast<LeaseClaimProbe*>(probe.get()) != nullptr);
+  const std::unique_ptr<LockStore> store = BuiltInLockStoreFactory()(spec);
+  CHECK(dynamic_cast<RedisLeaseStore*>(store.get()) != nullptr);
+  const LockDescription lock = DescribeLock(spec, true);
+  CHECK(lock.kind == "redis_lease");
+  CHECK(lock.has_store);
+  CHECK(lock.record == "Redis 127.0.0.1:6379 key lease:orders");
+}
+
+TEST_CASE("engine: one lease claimer, the key's, is healthy and holds the lock", "[lease]") {
+  Scheduler scheduler(LeaseConfig(), Fakes(false, "token-b"));
+  scheduler.RunOnce();
+  const ClusterSnapshot c = scheduler.Snapshot().front();
+  INFO(c.assessment.summary);
+  CHECK(c.assessment.verdict == Verdict::kHealthy);
+  CHECK(c.assessment.lock_holder == "b");
+  CHECK(c.assessment.zombies.empty());
+  CHECK(c.confirmations_accepted == 0);
+}
+
+TEST_CASE("engine: two lease claimers re-probed at once are a split brain naming the zombie",
+          "[lease]") {
+  Scheduler scheduler(LeaseConfig(), Fakes(true, "token-b"));
+  scheduler.RunOnce();
+  const ClusterSnapshot c = scheduler.Snapshot().front();
+  INFO(c.assessment.summary);
+  CHECK(c.assessment.verdict == Verdict::kSplitBrain);
+  CHECK(c.confirmations_accepted == 1);
+  CHECK(c.assessment.lineage == "orders");
+  CHECK(c.assessment.lock_holder == "b");
+  CHECK(c.assessment.zombies == std::vector<std::string>{"a"});
+  REQUIRE(c.last_good_dcs.has_value());
+  CHECK(c.last_good_dcs->holder == "b");
+  CHECK(c.last_good_dcs->holder_token == "token-b");
+}
+
+TEST_CASE("engine: a key whose token no claimer carries names no holder and no zombie", "[lease]") {
+  Scheduler scheduler(LeaseConfig(), Fakes(true, "token-somebody-else"));
+  scheduler.RunOnce();
+  const ClusterSnapshot c = scheduler.Snapshot().front();
+  CHECK(c.assessment.verdict == Verdict::kSplitBrain);
+  CHECK(c.assessment.lock_holder.empty());
+  CHECK(c.assessment.zombies.empty());
+}
+
+}  // namespace sbd
