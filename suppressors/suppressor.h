@@ -24,6 +24,9 @@ struct TransitionEvidence {
   std::vector<std::string> members;  ///< the members involved
   std::string summary;               ///< what was seen, one clause per member
   bool from_candidate = false;       ///< a candidate that was kept from paging
+  /// The lock store itself is moving the lock (DescribeHandover): for as long as that lasts
+  /// the double holder is its own doing, suppressed rather than a persisting suspicion.
+  bool from_store = false;
 };
 
 /// Everything a suppressor may look at.

@@ -77,6 +77,7 @@ std::optional<TransitionEvidence> DescribeHandover(const DcsView& record,
   TransitionEvidence evidence;
   evidence.members = writable;
   evidence.from_candidate = true;
+  evidence.from_store = true;
   const std::string epoch = " (epoch " + std::to_string(record.mod_revision) + ")";
   for (const auto& member : writable) {
     if (member == record.holder) continue;
@@ -141,6 +142,10 @@ void TransitionSuppressor::Apply(const SuppressionInput& in, Assessment& a) cons
   // Evidence, not a declaration: it lapses one TTL after it was seen.
   s.expires = in.now + in.spec.ttl;
   a.suppressions.push_back(std::move(s));
+  // A store's handover lasts many rounds (Sentinel: seconds); it is shown, counted, bounded
+  // by the store's own limit, and not a suspicion that would warn.
+  if (in.transition->from_store && a.verdict == Verdict::kSuspected)
+    a.verdict = Verdict::kSuppressed;
 }
 
 }  // namespace sbd

@@ -124,6 +124,7 @@ TEST_CASE("redis handover: the store's own failover excuses a double master for 
   const auto excused = DescribeHandover(record, both, history, now, ttl);
   REQUIRE(excused.has_value());
   CHECK(excused->from_candidate);
+  CHECK(excused->from_store);
   CHECK(excused->summary.find("old held the lock until 3000 ms ago (epoch 4)") !=
         std::string::npos);
   // Past the bound, Sentinel should have demoted it: a split brain.
