@@ -8,8 +8,10 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -339,6 +341,7 @@ json PartRedis(const RedisPartOptions& o) {
   std::map<std::string, std::vector<double>> pages, decided;
   std::map<std::string, int> missed, late;  // late: paged after the writer's window closed
   std::vector<double> windows;
+  std::mt19937 rng(std::random_device{}());
   for (int t = 1; t <= o.trials; ++t) {
     // Quiet start: the group healthy and agreed on by Sentinel, no alert of ours anywhere.
     const bool quiet = testing::WaitFor(
@@ -352,9 +355,15 @@ json PartRedis(const RedisPartOptions& o) {
     for (const auto& m : s.group->members()) {
       if (m.name != master) replicas.push_back(m.name);
     }
+    // The quiet start comes right after a rule evaluation (the one that resolved the last
+    // alert): without this pause every onset would fall at the same phase of the 15 s
+    // scrape/evaluation cycle. Not a wait for a condition: it spreads the phase uniformly.
+    const double phase_delay = std::uniform_real_distribution<double>(0, 15)(rng);
+    std::this_thread::sleep_for(std::chrono::duration<double>(phase_delay));
     const std::string verdict = s.Verdict();
     json trial = Trial(s, t, master, replicas[(t - 1) % replicas.size()]);
     trial["detector_verdict_before"] = verdict;
+    trial["phase_delay_s"] = phase_delay;
     for (const auto& name : systems) {
       if (trial[name].is_null()) {
         ++missed[name];
