@@ -74,6 +74,15 @@ std::optional<TransitionEvidence> DescribeHandover(const DcsView& record,
                                                    WallClock::time_point now, Millis ttl) {
   const auto holder = std::find(writable.begin(), writable.end(), record.holder);
   if (record.holder.empty() || holder == writable.end()) return std::nullopt;
+  // A member back from not answering (frozen, partitioned) within the last TTL is the
+  // zombie the store has not dealt with: never excused, whichever side of the move it is on.
+  for (const auto& member : writable) {
+    auto it = history.members.find(member);
+    if (it != history.members.end() && it->second.last_unanswered &&
+        *it->second.last_unanswered > now - ttl) {
+      return std::nullopt;
+    }
+  }
   TransitionEvidence evidence;
   evidence.members = writable;
   evidence.from_candidate = true;
@@ -92,7 +101,8 @@ std::optional<TransitionEvidence> DescribeHandover(const DcsView& record,
     if (since > record.handover_bound) return std::nullopt;
     auto it = history.members.find(member);
     if (it == history.members.end() ||
-        (it->second.last_failed && *it->second.last_failed > *record.holder_changed_at - ttl)) {
+        (it->second.last_unanswered &&
+         *it->second.last_unanswered > *record.holder_changed_at - ttl)) {
       return std::nullopt;
     }
     const long long ms = std::chrono::duration_cast<Millis>(since).count();

@@ -21,8 +21,9 @@ std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observati
 /// is moving the lock (Sentinel's failover in progress), or while the store's previous holder,
 /// read without a break since the change, is still within the store's handover bound (Sentinel
 /// demotes an old master that still reports master). Needs the store's holder among
-/// `writable`; every other writable member must be so explained. nullopt otherwise: a member
-/// that comes back from being unreadable (frozen, partitioned) is never excused.
+/// `writable`; every other writable member must be so explained. nullopt otherwise, and
+/// whenever a writable member left a probe unanswered within `ttl`: one back from being
+/// frozen or partitioned is never excused.
 std::optional<TransitionEvidence> DescribeHandover(const DcsView& record,
                                                    const std::vector<std::string>& writable,
                                                    const ClusterHistory& history,

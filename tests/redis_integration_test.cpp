@@ -180,6 +180,10 @@ TEST_CASE("redis: a replica promoted by hand pages within one down-after naming 
     const std::string summary = alert["annotations"]["summary"];
     CHECK(summary.find("zombie r1, lock holder m") != std::string::npos);
     CHECK(onset_to_page < kDownAfterMs / 1000.0);
+    const nlohmann::json status = group.Status();
+    for (const auto& member : status["members"]) {
+      if (member["name"] == "r1") CHECK(member["in_lineage"] == true);  // linked by replid2
+    }
   }
   std::cout << "redis promoted by hand, onset to page (s):";
   for (double f : figures) std::cout << " " << f;
@@ -285,6 +289,20 @@ TEST_CASE("redis: two unrelated groups under one name are drift, never a page",
       },
       seconds(15)));
   CHECK(group.Firing("SplitBrain", start).empty());
+
+  // A sentinel that stops answering is shown; the other two still make a majority.
+  group.sandbox.sentinels()[2]->Stop();
+  REQUIRE(WaitFor(
+      [&] {
+        const nlohmann::json s = group.Status();
+        return s.is_object() && s["lock"].value("dissent", nlohmann::json::array()).size() == 1;
+      },
+      seconds(10)));
+  const nlohmann::json lock = group.Status()["lock"];
+  INFO(lock.dump(2));
+  CHECK(lock["holder"] == "m");
+  CHECK(lock["dissent"][0].get<std::string>().find(group.sandbox.sentinels()[2]->address() +
+                                                   ": no answer (") != std::string::npos);
 }
 
 TEST_CASE("redis: a master fenced by min-replicas-to-write is warned, not paged",

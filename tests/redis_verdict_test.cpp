@@ -130,14 +130,17 @@ TEST_CASE("redis handover: the store's own failover excuses a double master for 
   // Past the bound, Sentinel should have demoted it: a split brain.
   CHECK_FALSE(DescribeHandover(record, both, history, now + std::chrono::seconds(18), ttl));
   // Back from being unreadable around the change (frozen, partitioned): never excused.
-  history.members["old"].last_failed = now - std::chrono::seconds(4);
+  history.members["old"].last_unanswered = now - std::chrono::seconds(4);
   CHECK_FALSE(DescribeHandover(record, both, history, now, ttl));
   // A member the store never named (a replica promoted by hand) is not excused either...
-  history.members["old"].last_failed.reset();
+  history.members["old"].last_unanswered.reset();
   CHECK_FALSE(DescribeHandover(record, {"new", "stranger"}, history, now, ttl));
   // ...unless the store says it is moving the lock right now.
   record.handover_in_progress = true;
   CHECK(DescribeHandover(record, {"new", "stranger"}, history, now, ttl).has_value());
+  // ...but not when a writable member, holder included, was unreadable within the TTL.
+  history.members["new"].last_unanswered = now - std::chrono::seconds(1);
+  CHECK_FALSE(DescribeHandover(record, {"new", "stranger"}, history, now, ttl));
   // Without the holder among the writable, nothing is explained.
   CHECK_FALSE(DescribeHandover(record, {"old", "stranger"}, history, now, ttl));
 }

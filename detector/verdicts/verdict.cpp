@@ -106,7 +106,10 @@ void RecordObservation(MemberHistory& history, const Observation& obs, WallClock
   }
   const std::optional<Claim> claim = obs.claim();
   if (!claim) {
-    history.last_failed = at;
+    const ProbeFailureReason reason = obs.failure()->reason;
+    if (reason == ProbeFailureReason::kTimeout || reason == ProbeFailureReason::kUnreachable) {
+      history.last_unanswered = at;
+    }
     ++history.consecutive_failures;
     return;
   }

@@ -37,7 +37,10 @@ struct MemberHistory {
   std::optional<WallClock::time_point> writable_since;      ///< start of the writable streak
   std::optional<WallClock::time_point> last_seen_writable;  ///< latest writable reading
   int consecutive_failures = 0;
-  std::optional<WallClock::time_point> last_failed;  ///< the latest failed probe
+  /// The latest probe the server did not answer at all (timeout, unreachable): frozen or cut
+  /// off. A closed connection or a refusal is an answer of sorts (Sentinel kills the clients
+  /// of every server it reconfigures), so it does not count.
+  std::optional<WallClock::time_point> last_unanswered;
   /// Patroni: the latest successful REST reading, and when the DCS last named it holder.
   std::optional<PatroniReading> last_patroni;
   std::optional<WallClock::time_point> last_seen_holding;
