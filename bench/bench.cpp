@@ -6,7 +6,9 @@
 //          postgres_exporter per member scraped every second;
 //   scale  the detector probing 100 / 1,000 / 5,000 members at a 1 s interval through pgbouncer
 //          onto two real PostgreSQL servers: CPU, RSS, round-start jitter, probe latency and the
-//          cost of a full /metrics scrape.
+//          cost of a full /metrics scrape;
+//   redis  time from a Redis replica promoted by hand under Sentinel to the page, for the
+//          detector and for redis_exporter + Prometheus + count(redis_instance_info{...}) > 1.
 //
 // Every component is real and listens on free loopback ports; every wait has a deadline. The run
 // prints a table and writes the figures as JSON. --smoke runs a tiny variant (seconds) and exits
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/redis_part.h"
 #include "tests/support/alertmanager_sandbox.h"
 #include "tests/support/detector_process.h"
 #include "tests/support/files.h"
@@ -57,12 +60,11 @@ testing::BackgroundOptions DieWithParent(bool as_postgres) {
 
 double Secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-void Log(const std::string& line) { std::cerr << "[bench " << UtcNow() << "] " << line << "\n"; }
-
 struct Options {
   bool smoke = false;
-  std::set<std::string> parts = {"page", "cost", "scale"};
+  std::set<std::string> parts = {"page", "cost", "scale", "redis"};
   int trials = 5;
+  int redis_trials = 3;
   std::vector<int> scale = {100, 1000, 5000};
   int scale_seconds = 30;  // each of the two windows (without and with /metrics scrapes)
   int scrape_every = 2;    // seconds between /metrics scrapes in the second window
@@ -84,7 +86,8 @@ struct Options {
 
 [[noreturn]] void Usage(const std::string& error) {
   std::cerr << "splitbrain-bench: " << error << "\n"
-            << "usage: splitbrain-bench [--smoke] [--parts=page,cost,scale] [--trials=N]\n"
+            << "usage: splitbrain-bench [--smoke] [--parts=page,cost,scale,redis] [--trials=N]\n"
+               "         [--redis-trials=N]\n"
                "         [--scale=100,1000,5000] [--scale-seconds=S] [--scrape-every=S]\n"
                "         [--cost-members=N] [--cost-seconds=S] [--bouncers=N]\n"
                "         [--cluster-size=N] [--layouts=shared,replicas]\n"
@@ -125,11 +128,15 @@ Options ParseOptions(int argc, char** argv) {
       parts_given = true;
       o.parts.clear();
       for (const auto& p : Split(value)) {
-        if (p != "page" && p != "cost" && p != "scale") Usage("unknown part " + p);
+        if (p != "page" && p != "cost" && p != "scale" && p != "redis") {
+          Usage("unknown part " + p);
+        }
         o.parts.insert(p);
       }
     } else if (key == "--trials") {
       o.trials = number();
+    } else if (key == "--redis-trials") {
+      o.redis_trials = number();
     } else if (key == "--scale") {
       o.scale.clear();
       for (const auto& n : Split(value)) o.scale.push_back(std::stoi(n));
@@ -430,7 +437,8 @@ class RuleStack {
     const auto r = HttpGetTimed(port_, "/api/v1/alerts", seconds(5));
     if (r.status != 200) return -1;
     int n = 0;
-    for (const auto& a : json::parse(r.body)["data"]["alerts"]) {
+    const json reply = json::parse(r.body);  // kept: the loop reads into it
+    for (const auto& a : reply["data"]["alerts"]) {
       const std::string name = a["labels"].value("alertname", "");
       if (name == kGitLab || name == kCommunity) ++n;
     }
@@ -446,19 +454,6 @@ class RuleStack {
   pid_t pid_ = -1;
   std::string log_;
 };
-
-/// Seconds since the epoch of an RFC 3339 UTC time ("2026-11-29T14:50:52.123Z"); -1 if bad.
-double ParseRfc3339(const std::string& text) {
-  std::tm tm{};
-  if (text.size() < 20 || strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return -1;
-  double seconds = static_cast<double>(timegm(&tm));
-  if (text[19] == '.') seconds += std::strtod(text.c_str() + 19, nullptr);
-  return seconds;
-}
-
-double WallSeconds(std::chrono::system_clock::time_point t) {
-  return std::chrono::duration<double>(t.time_since_epoch()).count();
-}
 
 int ActiveAmAlerts(const testing::AlertmanagerServer& am) {
   int n = 0;
@@ -966,6 +961,7 @@ void PrintTable(const json& r) {
         << " | " << x["loadavg"].get<std::string>().substr(0, 14) << " |\n";
     }
   }
+  if (r.contains("redis")) PrintRedisTable(r["redis"], t);
   std::cout << t.str() << std::flush;
 }
 
@@ -1001,6 +997,9 @@ bool FiguresProduced(const json& r, std::string* why) {
   if (r.contains("page")) {
     if (!positive(r["page"]["summary"]["SplitBrain"]["median_s"], "page detector")) return false;
   }
+  if (r.contains("redis")) {
+    if (!positive(r["redis"]["summary"]["SplitBrain"]["median_s"], "redis detector")) return false;
+  }
   return true;
 }
 
@@ -1025,6 +1024,12 @@ int Main(int argc, char** argv) {
   const auto start = Clock::now();
   try {
     if (o.parts.count("page")) r["page"] = PartPage(o);
+    if (o.parts.count("redis")) {
+      RedisPartOptions redis;
+      redis.trials = o.redis_trials;
+      redis.detector = o.detector;
+      r["redis"] = PartRedis(redis);
+    }
     if (o.parts.count("cost") || o.parts.count("scale")) {
       Log("starting a PostgreSQL 15 primary and its streaming replica");
       PgPair pg;

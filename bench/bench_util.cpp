@@ -8,6 +8,7 @@
 #include <ctime>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <sstream>
 
 namespace sbd::bench {
@@ -141,6 +142,20 @@ std::vector<Sample> ParseExposition(const std::string& body, const std::string& 
   }
   return out;
 }
+
+double ParseRfc3339(const std::string& text) {
+  std::tm tm{};
+  if (text.size() < 20 || strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return -1;
+  double seconds = static_cast<double>(timegm(&tm));
+  if (text[19] == '.') seconds += std::strtod(text.c_str() + 19, nullptr);
+  return seconds;
+}
+
+double WallSeconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+void Log(const std::string& line) { std::cerr << "[bench " << UtcNow() << "] " << line << "\n"; }
 
 std::string Fixed(double v, int digits) {
   if (v < 0) return "-";

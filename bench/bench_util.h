@@ -57,6 +57,13 @@ struct Sample {
 /// Parses the samples of the families whose names start with `prefix` (comments skipped).
 std::vector<Sample> ParseExposition(const std::string& body, const std::string& prefix);
 
+/// Seconds since the epoch of an RFC 3339 UTC time ("2026-11-29T14:50:52.123Z"); -1 if bad.
+double ParseRfc3339(const std::string& text);
+/// Seconds since the epoch of a wall-clock instant.
+double WallSeconds(std::chrono::system_clock::time_point t);
+/// One progress line on stderr: "[bench <UTC time>] line".
+void Log(const std::string& line);
+
 /// Formats `v` with `digits` decimals; "-" for a negative value (not measured).
 std::string Fixed(double v, int digits = 2);
 
