@@ -152,6 +152,7 @@ struct PostgresAsyncProbe::Session : std::enable_shared_from_this<Session> {
   void SendQuery(const std::string& sql, Query kind);
   void Flush();
   void OnSocket();
+  void OnIdleInput();
   void QueryDone();
   void HandleReading(ResultPtr result);
   void HandleHistory(ResultPtr result);
@@ -283,7 +284,9 @@ void PostgresAsyncProbe::Session::Connected() {
   connect_failures = 0;
   retry_at = {};
   patience_timer->Stop();
-  Watch(false, false);
+  // Readable while idle too: a server that closes the session is noticed before the next
+  // round, and the socket's interest stays the same from query to query (no epoll_ctl).
+  Watch(true, false);
   Advance();
 }
 
@@ -342,6 +345,7 @@ void PostgresAsyncProbe::Session::Flush() {
 
 void PostgresAsyncProbe::Session::OnSocket() {
   if (phase == Phase::kConnecting) return PollConnect();
+  if (phase == Phase::kIdle) return OnIdleInput();
   if (phase != Phase::kBusy) return;
   if (PQflush(conn) < 0 || PQconsumeInput(conn) != 1) {
     return Broken(ProbeFailureReason::kConnectionLost, PQerrorMessage(conn));
@@ -359,10 +363,26 @@ void PostgresAsyncProbe::Session::OnSocket() {
   Flush();
 }
 
+void PostgresAsyncProbe::Session::OnIdleInput() {
+  // Nothing was asked: a notice, or the server closing the session (then start afresh).
+  if (PQconsumeInput(conn) == 1) {
+    while (!PQisBusy(conn)) {
+      PGresult* unasked = PQgetResult(conn);
+      if (unasked == nullptr) return;
+      PQclear(unasked);
+    }
+    return;
+  }
+  const std::string message = PQerrorMessage(conn);
+  // A round waiting at the gate on this connection fails now; otherwise the next reconnects.
+  if (round && !round->sent) return Broken(ProbeFailureReason::kConnectionLost, message);
+  DropConnection();
+}
+
 void PostgresAsyncProbe::Session::QueryDone() {
   phase = Phase::kIdle;
   patience_timer->Stop();
-  Watch(false, false);
+  Watch(true, false);
   ResultPtr result = std::move(first_result);
   if (result == nullptr) return Broken(ProbeFailureReason::kProtocol, "no result");
   if (query == Query::kHistory) return HandleHistory(std::move(result));
