@@ -23,7 +23,8 @@ bool Contains(const std::string& haystack, const char* needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-// libpq reports connection failures as text only; map the well-known ones.
+}  // namespace
+
 ProbeFailureReason ClassifyConnectError(const std::string& message) {
   if (Contains(message, "timeout expired")) return ProbeFailureReason::kTimeout;
   if (Contains(message, "Connection refused") || Contains(message, "No such file or directory")) {
@@ -61,6 +62,8 @@ ProbeFailureReason ClassifySqlState(const std::string& sqlstate) {
   }
   return ProbeFailureReason::kQuery;
 }
+
+namespace {
 
 // The WAL receiver columns starting at `first`: none when no receiver runs, hidden when
 // only its presence is visible to us.
@@ -175,9 +178,10 @@ PostgresProbe::PostgresProbe(MemberSpec member, Millis timeout)
 PostgresProbe::~PostgresProbe() = default;
 
 const char* PostgresProbe::ReadingQuery() {
-  // The session's own transaction is READ ONLY, so we report the server's default, which is
-  // what an application's session gets. pg_walfile_name() gives the insert timeline at once,
-  // where pg_control_checkpoint() lags until the post-promotion checkpoint.
+  // One SELECT, sent alone (no transaction block around it). We report the server's default
+  // transaction_read_only, which is what an application's session gets. pg_walfile_name() gives the
+  // insert timeline at once, where pg_control_checkpoint() lags until the post-promotion
+  // checkpoint.
   return "SELECT r.rec, current_setting('default_transaction_read_only') = 'on', "
          "(SELECT system_identifier FROM pg_control_system())::text, "
          "CASE WHEN r.rec THEN COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), "
@@ -197,17 +201,17 @@ const char* PostgresProbe::ReadingQuery() {
          "LEFT JOIN pg_stat_wal_receiver w ON true";
 }
 
-std::variant<std::string, ProbeFailure> PostgresProbe::ConnectionString(
-    SteadyClock::time_point deadline) const {
-  auto password = ResolvePassword(member_);
+std::variant<std::string, ProbeFailure> PostgresConninfo(const MemberSpec& member, Millis timeout,
+                                                         SteadyClock::time_point deadline) {
+  auto password = ResolvePassword(member);
   if (auto* error = std::get_if<std::string>(&password)) {
     return ProbeFailure{ProbeFailureReason::kConfig, *error};
   }
   auto remaining = std::chrono::duration_cast<Millis>(deadline - SteadyClock::now()).count();
   // libpq's connect_timeout is whole seconds with a floor of 2.
   long connect_seconds = std::max<long>(2, static_cast<long>(std::ceil(remaining / 1000.0)));
-  long timeout_ms = std::max<long>(100, timeout_.count());
-  std::string conninfo = member_.dsn;
+  long timeout_ms = std::max<long>(100, timeout.count());
+  std::string conninfo = member.dsn;
   conninfo += " connect_timeout=" + std::to_string(connect_seconds);
   conninfo += " keepalives=1 keepalives_idle=5 keepalives_interval=1 keepalives_count=3";
   conninfo += " tcp_user_timeout=" + std::to_string(timeout_ms);
@@ -220,6 +224,11 @@ std::variant<std::string, ProbeFailure> PostgresProbe::ConnectionString(
     conninfo += " password=" + QuoteConninfoValue(*secret);
   }
   return conninfo;
+}
+
+std::variant<std::string, ProbeFailure> PostgresProbe::ConnectionString(
+    SteadyClock::time_point deadline) const {
+  return PostgresConninfo(member_, timeout_, deadline);
 }
 
 Observation PostgresProbe::Probe(SteadyClock::time_point deadline, StartGate* gate) {
@@ -284,9 +293,9 @@ std::variant<PostgresReading, ProbeFailure> PostgresProbe::Read(SteadyClock::tim
                                                                 bool* drop_connection) {
   auto guard = DeadlineWatchdog::Instance().Arm(conn_->sock(), deadline);
   try {
-    pqxx::read_transaction tx(*conn_, "probe");
+    // One statement, one round trip: no BEGIN READ ONLY/COMMIT around a plain SELECT.
+    pqxx::nontransaction tx(*conn_, "probe");
     pqxx::result rows = tx.exec(ReadingQuery());
-    tx.commit();
     if (rows.size() != 1 || rows[0].size() != 16) {
       *drop_connection = true;
       return ProbeFailure{ProbeFailureReason::kProtocol, "unexpected result shape"};
@@ -413,25 +422,33 @@ void PostgresProbe::AddTimelineHistory(PostgresReading& reading, SteadyClock::ti
   reading.timeline_history_error = it->second.error;
 }
 
+std::string TimelineHistoryFile(std::int64_t timeline) {
+  char file[64];
+  std::snprintf(file, sizeof file, "pg_wal/%08llX.history", static_cast<long long>(timeline));
+  return file;
+}
+
+std::string TimelineHistoryQuery(std::int64_t timeline) {
+  // Inside the data directory, so EXECUTE on pg_read_file(text) is all the role needs; at most
+  // one character past the limit comes back, so that a longer file is refused, not truncated.
+  return "SELECT left(pg_read_file('" + TimelineHistoryFile(timeline) + "'), " +
+         std::to_string(kMaxTimelineHistoryBytes + 1) + ")";
+}
+
 std::variant<std::vector<TimelineSwitch>, std::string> PostgresProbe::ReadTimelineHistory(
     std::int64_t timeline, SteadyClock::time_point deadline, bool* drop_connection) {
   if (timeline > 0xFFFFFFFFLL) return std::string("timeline out of range");
-  char file[64];
-  std::snprintf(file, sizeof file, "pg_wal/%08llX.history", static_cast<long long>(timeline));
-  // Inside the data directory, so EXECUTE on pg_read_file(text) is all the role needs; at most
-  // one character past the limit comes back, so that a longer file is refused, not truncated.
-  const std::string sql = std::string("SELECT left(pg_read_file('") + file + "'), " +
-                          std::to_string(kMaxTimelineHistoryBytes + 1) + ")";
+  const std::string file = TimelineHistoryFile(timeline);
+  const std::string sql = TimelineHistoryQuery(timeline);
   auto guard = DeadlineWatchdog::Instance().Arm(conn_->sock(), deadline);
   try {
-    pqxx::read_transaction tx(*conn_, "timeline_history");
+    pqxx::nontransaction tx(*conn_, "timeline_history");
     pqxx::result rows = tx.exec(sql);
-    tx.commit();
     if (rows.size() != 1 || rows[0].size() != 1 || rows[0][0].is_null()) {
-      return std::string(file) + ": unexpected result shape";
+      return file + ": unexpected result shape";
     }
     auto parsed = ParseTimelineHistory(rows[0][0].as<std::string>(), timeline);
-    if (auto* error = std::get_if<std::string>(&parsed)) return std::string(file) + ": " + *error;
+    if (auto* error = std::get_if<std::string>(&parsed)) return file + ": " + *error;
     return parsed;
   } catch (const pqxx::sql_error& e) {
     *drop_connection = guard.fired() || !conn_->is_open();
@@ -442,11 +459,11 @@ std::variant<std::vector<TimelineSwitch>, std::string> PostgresProbe::ReadTimeli
           "permission denied for function pg_read_file; grant EXECUTE ON FUNCTION "
           "pg_read_file(text) to the detector's role");
     }
-    return std::string(file) + ": " + Trim(e.what());
+    return file + ": " + Trim(e.what());
   } catch (const std::exception& e) {
     *drop_connection = true;
     if (guard.fired()) return std::string("no answer before the deadline");
-    return std::string(file) + ": " + Trim(e.what());
+    return file + ": " + Trim(e.what());
   }
 }
 

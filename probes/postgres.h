@@ -23,6 +23,25 @@ constexpr std::size_t kMaxTimelineHistoryBytes = 64 * 1024;
 std::variant<std::vector<TimelineSwitch>, std::string> ParseTimelineHistory(const std::string& text,
                                                                             std::int64_t timeline);
 
+/// The libpq connection string of a member's probe: its DSN plus the probe's timeouts,
+/// keepalives, application name and the resolved password (quoted). Never logged: it may hold
+/// a secret. A kConfig failure when the password file is unusable.
+std::variant<std::string, ProbeFailure> PostgresConninfo(const MemberSpec& member, Millis timeout,
+                                                         SteadyClock::time_point deadline);
+
+/// The reason of a libpq connection failure, from its text (libpq gives no code). Pure.
+ProbeFailureReason ClassifyConnectError(const std::string& message);
+
+/// The reason of a failed statement, from its SQLSTATE. Pure.
+ProbeFailureReason ClassifySqlState(const std::string& sqlstate);
+
+/// "pg_wal/0000000A.history": where `timeline`'s history file lives in the data directory.
+std::string TimelineHistoryFile(std::int64_t timeline);
+
+/// The read-only statement that reads `timeline`'s history file (one character past the limit,
+/// so that a longer file is refused, not truncated).
+std::string TimelineHistoryQuery(std::int64_t timeline);
+
 /// Probes one PostgreSQL member through libpqxx over a persistent, read-only session.
 /// The connection is rebuilt after any failure that may have broken it. Every call is
 /// bounded: connect_timeout while connecting, then the deadline watchdog shuts the socket

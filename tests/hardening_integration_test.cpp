@@ -10,6 +10,7 @@
 #include "detector/output/alerts.h"
 #include "probes/http_json.h"
 #include "probes/postgres.h"
+#include "probes/postgres_async.h"
 #include "tests/support/patroni_sandbox.h"
 #include "tests/support/pg_sandbox.h"
 #include "tests/support/process.h"
@@ -153,9 +154,10 @@ TEST_CASE("discovery: at most max_members are probed, and a hostile members key 
   CHECK(c.discovery_rejected.size() == 6);
   CHECK(c.history.members.at("pg-b").last_reading.has_value());
   CHECK(c.assessment.verdict != Verdict::kSplitBrain);
-  // The probe pool was sized before discovery; it keeps one thread per concurrent call.
+  // The probe pool was sized before discovery; it keeps one thread per concurrent call: the
+  // store and each member's manager. The PostgreSQL probes run on the event loop, threadless.
   CHECK(scheduler.probe_threads() >= threads_before);
-  CHECK(scheduler.probe_threads() >= 1 + 2 * names.size());
+  CHECK(scheduler.probe_threads() >= 1 + names.size());
 }
 
 TEST_CASE("discovery: a member gone from the DCS expires only while it is unreadable too",
@@ -215,18 +217,24 @@ TEST_CASE(
     const HostPort at{"127.0.0.1", std::to_string(a.port())};
     MemberSpec m = MemberAt("pg-a", at, "user=splitbrain dbname=postgres " + extra,
                             sandbox.PasswordFile(), std::nullopt);
-    PostgresProbe probe(m, milliseconds(3000));
-    return probe.Probe(SteadyClock::now() + seconds(3), nullptr);
+    // The threaded probe and the event-loop probe build the same connection.
+    PostgresProbe threaded(m, milliseconds(3000));
+    PostgresAsyncProbe on_loop(m, milliseconds(3000));
+    return std::make_pair(threaded.Probe(SteadyClock::now() + seconds(3), nullptr),
+                          on_loop.Probe(SteadyClock::now() + seconds(3), nullptr));
   };
   // Without it, libpq answers the cleartext request: the password crosses the wire.
-  const Observation exposed = probe_with("sslmode=disable");
-  CHECK(exposed.ok());
+  const auto exposed = probe_with("sslmode=disable");
+  CHECK(exposed.first.ok());
+  CHECK(exposed.second.ok());
   // With it, libpq refuses before sending anything.
-  const Observation guarded = probe_with("channel_binding=require");
-  REQUIRE_FALSE(guarded.ok());
-  INFO(guarded.failure()->message);
-  CHECK(guarded.failure()->message.find("channel binding") != std::string::npos);
-  CHECK(guarded.failure()->message.find(PgSandbox::kMonitorPassword) == std::string::npos);
+  const auto guarded = probe_with("channel_binding=require");
+  for (const Observation& obs : {guarded.first, guarded.second}) {
+    REQUIRE_FALSE(obs.ok());
+    INFO(obs.failure()->message);
+    CHECK(obs.failure()->message.find("channel binding") != std::string::npos);
+    CHECK(obs.failure()->message.find(PgSandbox::kMonitorPassword) == std::string::npos);
+  }
 }
 
 }  // namespace sbd

@@ -7,6 +7,7 @@
 #include "detector/common/internal_errors.h"
 #include "detector/common/logfmt.h"
 #include "detector/verdicts/lease_claims.h"
+#include "probes/async_probe.h"
 #include "probes/etcd.h"
 #include "probes/http_json.h"
 #include "probes/lease_adapters.h"
@@ -14,6 +15,7 @@
 #include "probes/postgres.h"
 #include "probes/redis.h"
 #include "probes/sentinel.h"
+#include "probes/postgres_async.h"
 #include "suppressors/transition.h"
 
 namespace sbd {
@@ -195,7 +197,7 @@ std::string PatroniLeaderKey(const ClusterSpec& spec) {
 }
 
 std::unique_ptr<MemberProbe> PostgresMember(const ClusterSpec& spec, const MemberSpec& member) {
-  return std::make_unique<PostgresProbe>(member, spec.probe_timeout);
+  return std::make_unique<PostgresAsyncProbe>(member, spec.probe_timeout);
 }
 
 std::unique_ptr<MemberProbe> RedisMember(const ClusterSpec& spec, const MemberSpec& member) {
@@ -266,7 +268,7 @@ ProbeFactory BuiltInMemberProbeFactory() {
 
 ProbeFactory PostgresProbeFactory() {
   return [](const ClusterSpec& cluster, const MemberSpec& member) {
-    return std::make_unique<PostgresProbe>(member, cluster.probe_timeout);
+    return std::make_unique<PostgresAsyncProbe>(member, cluster.probe_timeout);
   };
 }
 
@@ -341,6 +343,7 @@ void ProbeExecutor::Work() {
 /// One member's probes and whether a call of each is still running.
 struct Scheduler::MemberSlot {
   std::unique_ptr<MemberProbe> probe;
+  AsyncMemberProbe* async = nullptr;  // `probe`, when it runs on an event loop
   std::atomic<bool> busy{false};
   std::unique_ptr<ManagerProbe> rest;  // members with a manager only
   std::atomic<bool> rest_busy{false};
@@ -378,6 +381,7 @@ Scheduler::~Scheduler() { Stop(); }
 void Scheduler::AddMemberSlot(ClusterRuntime& cluster, MemberSpec member) {
   auto slot = std::make_shared<MemberSlot>();
   slot->probe = factories_.members(cluster.state.spec, member);
+  slot->async = dynamic_cast<AsyncMemberProbe*>(slot->probe.get());
   slot->rest = factories_.managers(cluster.state.spec, member);
   std::lock_guard<std::mutex> lock(mu_);
   cluster.members.push_back(std::move(slot));
@@ -388,17 +392,21 @@ void Scheduler::AddMemberSlot(ClusterRuntime& cluster, MemberSpec member) {
 void Scheduler::SizeExecutor() {
   // A call holds a thread at most until its deadline (or libpq's connect_timeout), and a busy
   // probe is never called twice, so one thread per concurrent call can never starve anyone:
-  // the lock store, and the member probe plus the manager for each member. A cluster with a
-  // lock store may learn managers and new members from its record: it keeps room for both
-  // calls of five members at least, so that the first discoveries need no new threads.
+  // the lock store, and the member probe plus the manager for each member. A member probe on
+  // the event loop needs no thread. A cluster with a lock store may learn managers and new
+  // members from its record: it keeps room for the calls of five members at least, so that
+  // the first discoveries need no new threads.
   size_t calls = 0;
   std::unique_lock<std::mutex> lock(mu_);
   for (const auto& cluster : clusters_) {
+    const bool on_loop = !cluster->members.empty() && cluster->members.front()->async;
     if (cluster->lock_store) {
-      calls += 1 + 2 * std::max<size_t>(cluster->members.size(), 5);
+      calls += 1 + (on_loop ? 1 : 2) * std::max<size_t>(cluster->members.size(), 5);
       continue;
     }
-    for (const auto& member : cluster->members) calls += member->rest ? 2 : 1;
+    for (const auto& member : cluster->members) {
+      calls += (member->rest ? 1 : 0) + (member->async ? 0 : 1);
+    }
   }
   lock.unlock();
   executor_->EnsureThreads(std::max<size_t>(2, calls));
@@ -519,6 +527,63 @@ std::optional<std::future<T>> Scheduler::Launch(std::shared_ptr<MemberSlot> keep
   return future;
 }
 
+std::optional<std::future<Observation>> Scheduler::LaunchOnLoop(std::shared_ptr<MemberSlot> slot,
+                                                                const std::string& name,
+                                                                SteadyClock::time_point deadline,
+                                                                std::shared_ptr<LoopGate> gate) {
+  if (slot->busy.exchange(true)) return std::nullopt;
+  auto promise = std::make_shared<std::promise<Observation>>();
+  auto future = promise->get_future();
+  AsyncMemberProbe& probe = *slot->async;
+  probe.loop().Post([slot, name, deadline, gate, promise]() mutable {
+    MemberSlot* member = slot.get();
+    auto answered = std::make_shared<bool>(false);  // the loop thread's only
+    // `slot` rides in the callback, so that a member dropped by discovery outlives its call.
+    const bool started = Guarded("probe", [&] {
+      member->async->Start(deadline, std::move(gate), [slot, promise, answered](Observation obs) {
+        *answered = true;
+        slot->busy.store(false);
+        promise->set_value(std::move(obs));
+      });
+    });
+    if (!started && !*answered) {
+      // A probe that throws (it must not) still answers, and its member is probed again.
+      Observation obs = TimedOut(name, ReadingWindow{WallClock::now(), SteadyClock::now(), {}}, "");
+      obs.result = ProbeFailure{ProbeFailureReason::kInternal,
+                                "the probe failed unexpectedly (internal error)"};
+      *answered = true;
+      member->busy.store(false);
+      promise->set_value(std::move(obs));
+    }
+  });
+  return future;
+}
+
+std::optional<std::future<Observation>> Scheduler::LaunchMember(
+    const std::shared_ptr<MemberSlot>& shared, const std::string& name,
+    SteadyClock::time_point deadline, const ReadingWindow& started,
+    const std::shared_ptr<StartGate>& gate, const std::shared_ptr<LoopGate>& loop_gate) {
+  MemberSlot& slot = *shared;
+  if (slot.async) {
+    auto launched = LaunchOnLoop(shared, name, deadline, loop_gate);
+    // Not started: the loop gate must not wait for it (posted: the gate lives on the loop).
+    if (!launched && loop_gate) slot.async->loop().Post([loop_gate] { loop_gate->Leave(); });
+    return launched;
+  }
+  auto launched = Launch<Observation>(
+      shared, slot.busy,
+      [&slot, deadline, gate] { return slot.probe->Probe(deadline, gate.get()); },
+      [name, started, gate](ProbeFailure f) {
+        // A probe that threw may not have arrived at the gate.
+        if (gate) gate->Arrive();
+        Observation obs = TimedOut(name, started, "");
+        obs.result = std::move(f);
+        return obs;
+      });
+  if (!launched && gate) gate->Arrive();
+  return launched;
+}
+
 Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
                                                const std::vector<size_t>& member_indexes,
                                                bool confirmation) {
@@ -546,25 +611,23 @@ Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
         [&cluster, deadline] { return cluster.lock_store->Read(deadline); },
         [](ProbeFailure f) { return DcsResult(std::move(f)); });
   }
-  auto gate =
-      confirmation ? std::make_shared<StartGate>(static_cast<int>(member_indexes.size())) : nullptr;
+  // The re-probe's readings are sent together: probes on a thread through one gate, probes on
+  // the event loop through another (a cluster's members are all of one kind).
+  std::shared_ptr<StartGate> gate;
+  std::shared_ptr<LoopGate> loop_gate;
+  if (confirmation) {
+    const auto on_loop = std::count_if(member_indexes.begin(), member_indexes.end(),
+                                       [&](size_t i) { return cluster.members[i]->async; });
+    gate = std::make_shared<StartGate>(static_cast<int>(member_indexes.size() - on_loop));
+    loop_gate = std::make_shared<LoopGate>(static_cast<int>(on_loop));
+  }
   std::vector<std::optional<std::future<Observation>>> databases;
   std::vector<std::optional<std::future<PatroniResult>>> claims(member_indexes.size());
   for (size_t i = 0; i < member_indexes.size(); ++i) {
     const std::shared_ptr<MemberSlot>& shared = cluster.members[member_indexes[i]];
     MemberSlot& slot = *shared;
     const std::string& name = spec.members[member_indexes[i]].name;
-    databases.push_back(Launch<Observation>(
-        shared, slot.busy,
-        [&slot, deadline, gate] { return slot.probe->Probe(deadline, gate.get()); },
-        [name, started, gate](ProbeFailure f) {
-          // A probe that threw may not have arrived at the gate.
-          if (gate) gate->Arrive();
-          Observation obs = TimedOut(name, started, "");
-          obs.result = std::move(f);
-          return obs;
-        }));
-    if (!databases.back() && gate) gate->Arrive();
+    databases.push_back(LaunchMember(shared, name, deadline, started, gate, loop_gate));
     if (slot.rest && !confirmation) {
       claims[i] = Launch<PatroniResult>(
           shared, slot.rest_busy, [&slot, deadline] { return slot.rest->Read(deadline); },

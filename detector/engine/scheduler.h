@@ -21,6 +21,8 @@
 
 namespace sbd {
 
+class LoopGate;  // probes/async_probe.h
+
 /// Builds the probe for one member of a cluster; the scheduler owns what it returns.
 using ProbeFactory =
     std::function<std::unique_ptr<MemberProbe>(const ClusterSpec&, const MemberSpec&)>;
@@ -261,6 +263,21 @@ class Scheduler {
                             const RoundTimes& times, ClusterSnapshot& snapshot);
   /// Runs `call` on the executor unless the previous call guarded by `busy` still runs.
   /// A call that throws answers `failed(failure)` instead, and is counted.
+  /// Starts `slot`'s probe on its event loop unless its previous reading still runs; the
+  /// future is answered on the loop thread by the deadline.
+  std::optional<std::future<Observation>> LaunchOnLoop(std::shared_ptr<MemberSlot> slot,
+                                                       const std::string& name,
+                                                       SteadyClock::time_point deadline,
+                                                       std::shared_ptr<LoopGate> gate);
+  /// Starts one member's reading: on the event loop when its probe runs there (through
+  /// `loop_gate` at confirmation), else on the executor (through `gate`). Arrives at the gate
+  /// for it when it cannot start (its previous reading still runs).
+  std::optional<std::future<Observation>> LaunchMember(const std::shared_ptr<MemberSlot>& shared,
+                                                       const std::string& name,
+                                                       SteadyClock::time_point deadline,
+                                                       const ReadingWindow& started,
+                                                       const std::shared_ptr<StartGate>& gate,
+                                                       const std::shared_ptr<LoopGate>& loop_gate);
   template <typename T>
   std::optional<std::future<T>> Launch(std::shared_ptr<MemberSlot> keep, std::atomic<bool>& busy,
                                        std::function<T()> call,

@@ -1,0 +1,162 @@
+#include "probes/event_loop.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include "detector/common/internal_errors.h"
+
+namespace sbd {
+
+EventLoop::EventLoop() {
+  if (uv_loop_init(&loop_) != 0) throw std::runtime_error("uv_loop_init failed");
+  wake_.data = this;
+  if (uv_async_init(&loop_, &wake_, &EventLoop::OnWake) != 0) {
+    uv_loop_close(&loop_);
+    throw std::runtime_error("uv_async_init failed");
+  }
+  thread_ = std::thread([this] {
+    // uv_run returns once stopping closed the wake handle and every other handle is closed.
+    uv_run(&loop_, UV_RUN_DEFAULT);
+  });
+}
+
+EventLoop::~EventLoop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  uv_async_send(&wake_);
+  thread_.join();
+  uv_loop_close(&loop_);
+}
+
+EventLoop& EventLoop::Shared() {
+  static EventLoop* shared = new EventLoop();  // never destroyed: probes may outlive statics
+  return *shared;
+}
+
+void EventLoop::Post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    posted_.push_back(std::move(task));
+  }
+  uv_async_send(&wake_);
+}
+
+void EventLoop::OnWake(uv_async_t* handle) { static_cast<EventLoop*>(handle->data)->RunPosted(); }
+
+void EventLoop::RunPosted() {
+  std::deque<std::function<void()>> tasks;
+  bool stopping = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks.swap(posted_);
+    stopping = stopping_;
+  }
+  if (stopping) {
+    // Close every handle (the owners' close callbacks free them); uv_run then returns.
+    uv_walk(
+        &loop_,
+        [](uv_handle_t* handle, void*) {
+          if (!uv_is_closing(handle)) uv_close(handle, handle->close_cb);
+        },
+        nullptr);
+    return;
+  }
+  for (auto& task : tasks) Guarded("event loop", task);
+}
+
+namespace {
+
+uint64_t MillisUntil(std::chrono::steady_clock::time_point at) {
+  const auto left = at - std::chrono::steady_clock::now();
+  if (left <= std::chrono::steady_clock::duration::zero()) return 0;
+  // Round up: libuv's clock is in whole milliseconds, and firing early would miss the instant.
+  return static_cast<uint64_t>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+}
+
+}  // namespace
+
+struct LoopTimer::Handle {
+  uv_timer_t timer{};
+  std::function<void()> fire;
+};
+
+LoopTimer::LoopTimer(EventLoop& loop) : handle_(new Handle) {
+  uv_timer_init(loop.loop(), &handle_->timer);
+  handle_->timer.data = handle_;
+  // uv_close uses the close callback stored here when the loop shuts down (see RunPosted).
+  handle_->timer.close_cb = [](uv_handle_t* h) { delete static_cast<Handle*>(h->data); };
+}
+
+LoopTimer::~LoopTimer() {
+  handle_->fire = nullptr;
+  if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&handle_->timer))) {
+    uv_close(reinterpret_cast<uv_handle_t*>(&handle_->timer),
+             [](uv_handle_t* h) { delete static_cast<Handle*>(h->data); });
+  }
+}
+
+void LoopTimer::Arm(std::chrono::steady_clock::time_point at, std::function<void()> fire) {
+  handle_->fire = std::move(fire);
+  uv_update_time(handle_->timer.loop);
+  uv_timer_start(
+      &handle_->timer,
+      [](uv_timer_t* t) {
+        auto* handle = static_cast<Handle*>(t->data);
+        auto fire = std::move(handle->fire);
+        handle->fire = nullptr;
+        if (fire) Guarded("event loop timer", fire);
+      },
+      MillisUntil(at), 0);
+}
+
+void LoopTimer::Stop() {
+  handle_->fire = nullptr;
+  uv_timer_stop(&handle_->timer);
+}
+
+struct SocketWatch::Handle {
+  uv_poll_t poll{};
+  std::function<void()> ready;
+  bool initialized = false;
+};
+
+SocketWatch::SocketWatch(EventLoop& loop, int fd) : handle_(new Handle), fd_(fd) {
+  handle_->poll.data = handle_;
+  handle_->initialized = uv_poll_init(loop.loop(), &handle_->poll, fd) == 0;
+  if (handle_->initialized) {
+    handle_->poll.close_cb = [](uv_handle_t* h) { delete static_cast<Handle*>(h->data); };
+  }
+}
+
+SocketWatch::~SocketWatch() {
+  if (!handle_->initialized) {
+    delete handle_;
+    return;
+  }
+  handle_->ready = nullptr;
+  uv_poll_stop(&handle_->poll);
+  if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&handle_->poll))) {
+    uv_close(reinterpret_cast<uv_handle_t*>(&handle_->poll),
+             [](uv_handle_t* h) { delete static_cast<Handle*>(h->data); });
+  }
+}
+
+bool SocketWatch::Watch(bool read, bool write, std::function<void()> ready) {
+  if (!handle_->initialized) return false;
+  handle_->ready = std::move(ready);
+  const int events = (read ? UV_READABLE : 0) | (write ? UV_WRITABLE : 0);
+  if (events == 0) return uv_poll_stop(&handle_->poll) == 0;
+  return uv_poll_start(&handle_->poll, events, [](uv_poll_t* p, int, int) {
+           // An error status (a socket reset) is for libpq to read and report.
+           auto* handle = static_cast<Handle*>(p->data);
+           if (handle->ready) {
+             auto ready = handle->ready;  // may replace itself
+             Guarded("event loop socket", ready);
+           }
+         }) == 0;
+}
+
+}  // namespace sbd
