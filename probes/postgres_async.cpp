@@ -525,8 +525,12 @@ void PostgresAsyncProbe::Session::Finish(std::variant<PostgresReading, ProbeFail
   deadline_timer->Stop();
   if (done.gate && !done.at_gate) done.gate->Leave();
   done.obs.window.received = SteadyClock::now();
-  if (auto* failure = std::get_if<ProbeFailure>(&result)) failure->message = Trim(failure->message);
-  done.obs.result = std::move(result);
+  if (auto* failure = std::get_if<ProbeFailure>(&result)) {
+    failure->message = Trim(failure->message);
+    done.obs.result = std::move(*failure);
+  } else {
+    done.obs.result = std::move(std::get<PostgresReading>(result));
+  }
   done.done(std::move(done.obs));
 }
 
