@@ -13,9 +13,9 @@
 #include "probes/lease_adapters.h"
 #include "probes/patroni.h"
 #include "probes/postgres.h"
+#include "probes/postgres_async.h"
 #include "probes/redis.h"
 #include "probes/sentinel.h"
-#include "probes/postgres_async.h"
 #include "suppressors/transition.h"
 
 namespace sbd {
