@@ -213,3 +213,61 @@ TEST_CASE("write window: /status gives each count or its reason, never a zero", 
 }
 
 }  // namespace sbd
+
+namespace sbd {
+namespace {
+
+// A Redis master at `offset` of replication id `replid`, continued from `replid2` when set.
+MemberHistory RedisMaster(const std::string& name, const std::string& replid,
+                          const std::string& replid2, std::int64_t second_offset,
+                          std::int64_t offset, int since, int until) {
+  RedisReading r;
+  r.role = "master";
+  r.master_replid = replid;
+  r.master_replid2 = replid2;
+  r.second_repl_offset = second_offset;
+  r.master_repl_offset = offset;
+  Observation obs;
+  obs.member = name;
+  obs.result = r;
+  MemberHistory h;
+  h.last = obs;
+  h.last_claim = ClaimOf(r);
+  h.writable_since = kT0 + std::chrono::seconds(since);
+  h.last_seen_writable = kT0 + std::chrono::seconds(until);
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("write window: Redis counts the replication stream since the promotion",
+          "[write_window]") {
+  ClusterHistory history;
+  history.lineage = "aaaa";
+  // pg-a kept replid aaaa and went on to offset 5000; pg-b was promoted when the stream was at
+  // 4000 (Redis records 4001) and has written up to 4600 under its new id bbbb.
+  history.members["pg-a"] = RedisMaster("pg-a", "aaaa", "", -1, 5000, 0, 20);
+  history.members["pg-b"] = RedisMaster("pg-b", "bbbb", "aaaa", 4001, 4600, 5, 20);
+  const auto window = AssessWriteWindow(TwoMembers(), history, true);
+  REQUIRE(window.has_value());
+  REQUIRE(window->fork_repl_offset.has_value());
+  CHECK(*window->fork_repl_offset == 4000);
+  CHECK(window->ForkPoint() == "replication offset 4000");
+  CHECK(window->written == "replication stream");
+  REQUIRE(window->holders.size() == 2);
+  CHECK(window->holders[0].wal_bytes_since_fork == std::optional<std::uint64_t>(1000));
+  CHECK(window->holders[1].wal_bytes_since_fork == std::optional<std::uint64_t>(600));
+  REQUIRE(window->double_write_seconds.has_value());
+  CHECK(*window->double_write_seconds == Approx(15.0));
+
+  // A master of an unrelated replication id is not part of the window.
+  history.members["pg-b"] = RedisMaster("pg-b", "cccc", "", -1, 900, 5, 20);
+  const auto drift = AssessWriteWindow(TwoMembers(), history, true);
+  REQUIRE(drift.has_value());
+  REQUIRE(drift->holders.size() == 1);
+  CHECK(drift->holders[0].member == "pg-a");
+  CHECK_FALSE(drift->holders[0].wal_bytes_since_fork.has_value());
+  CHECK_FALSE(drift->holders[0].unknown_reason.empty());
+}
+
+}  // namespace sbd

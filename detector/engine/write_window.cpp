@@ -7,29 +7,68 @@ namespace {
 
 struct Holder {
   const MemberHistory* history;
-  const PostgresReading* reading;
+  const PostgresReading* reading;  ///< PostgreSQL's reading; null for other kinds
+  const RedisReading* redis;       ///< Redis's reading; null for other kinds
 };
 
-// The writable members of the lineage in this round, in member order.
+// The writable members of the lineage in this round, in member order (lineages a Redis
+// promotion links are one).
 std::vector<Holder> CurrentHolders(const ClusterSpec& spec, const ClusterHistory& history) {
+  LineageLinks links;
+  for (const auto& [name, member] : history.members) {
+    if (member.last_claim)
+      links.Link(member.last_claim->lineage, member.last_claim->previous_lineage);
+  }
   std::vector<Holder> holders;
   for (const auto& member : spec.members) {
     auto it = history.members.find(member.name);
     if (it == history.members.end() || !it->second.last || !it->second.last->seen_writable()) {
       continue;
     }
-    const PostgresReading* r = it->second.last->reading();
-    // The write window is read from PostgreSQL's WAL; other kinds have none.
-    if (r != nullptr && r->system_identifier == history.lineage)
-      holders.push_back({&it->second, r});
+    const std::optional<Claim> claim = it->second.last->claim();
+    if (claim && links.Same(claim->lineage, history.lineage)) {
+      holders.push_back({&it->second, it->second.last->reading(), it->second.last->redis()});
+    }
   }
   return holders;
+}
+
+// Redis: the promoted master (the one that continued from another replication id still
+// writable here) gives the fork offset; every master's bytes since it come from its offset.
+// Redis sets second_repl_offset to the stream's offset + 1 at the promotion.
+void RedisWindow(const std::vector<Holder>& holders, WriteWindow& window) {
+  window.written = "replication stream";
+  const Holder* promoted = nullptr;
+  for (const auto& h : holders) {
+    if (h.redis != nullptr && h.redis->second_repl_offset > 0 && !h.redis->master_replid2.empty())
+      promoted = &h;
+  }
+  if (promoted == nullptr) {
+    window.fork_unknown_reason =
+        "fork point unknown: no writable master says which replication id it continued from";
+  } else {
+    window.fork_repl_offset = promoted->redis->second_repl_offset - 1;
+  }
+}
+
+void CountRedisSinceFork(const Holder& holder, const WriteWindow& window, HolderWrites& writes) {
+  if (!window.fork_repl_offset) {
+    writes.unknown_reason = window.fork_unknown_reason;
+  } else if (holder.redis->master_repl_offset < *window.fork_repl_offset) {
+    writes.unknown_reason = "its replication offset " +
+                            std::to_string(holder.redis->master_repl_offset) +
+                            " is behind the fork offset";
+  } else {
+    writes.wal_bytes_since_fork =
+        static_cast<std::uint64_t>(holder.redis->master_repl_offset - *window.fork_repl_offset);
+  }
 }
 
 // The holder on the newest timeline (the first such, in member order).
 const Holder* Newest(const std::vector<Holder>& holders) {
   const Holder* newest = nullptr;
   for (const auto& h : holders) {
+    if (h.reading == nullptr) continue;
     if (newest == nullptr || h.reading->timeline > newest->reading->timeline) newest = &h;
   }
   return newest;
@@ -48,7 +87,7 @@ const TimelineSwitch* SwitchFrom(const std::vector<TimelineSwitch>& history,
 void FindFork(const std::vector<Holder>& holders, const Holder& newest, WriteWindow& window) {
   const PostgresReading& r = *newest.reading;
   const bool one_timeline = std::all_of(holders.begin(), holders.end(), [&](const Holder& h) {
-    return h.reading->timeline == r.timeline;
+    return h.reading == nullptr || h.reading->timeline == r.timeline;
   });
   if (holders.size() >= 2 && one_timeline) {
     window.fork_unknown_reason = "fork point unknown: every writable member is on timeline " +
@@ -95,12 +134,21 @@ std::optional<WriteWindow> AssessWriteWindow(const ClusterSpec& spec, const Clus
   if (!incident) return std::nullopt;
   const std::vector<Holder> holders = CurrentHolders(spec, history);
   WriteWindow window;
-  const Holder* newest = Newest(holders);
-  if (newest == nullptr) {
+  if (holders.empty()) {
     window.fork_unknown_reason = "fork point unknown: no member of the lineage is writable now";
     return window;
   }
-  FindFork(holders, *newest, window);
+  const Holder* newest = Newest(holders);
+  const bool redis = std::any_of(holders.begin(), holders.end(),
+                                 [](const Holder& h) { return h.redis != nullptr; });
+  if (newest != nullptr) {
+    FindFork(holders, *newest, window);
+  } else if (redis) {
+    RedisWindow(holders, window);
+  } else {
+    window.written = "data";
+    window.fork_unknown_reason = "no write position: the holders' claims carry none";
+  }
   std::optional<WallClock::time_point> both_since;
   std::optional<WallClock::time_point> both_until;
   for (const auto& holder : holders) {
@@ -108,7 +156,13 @@ std::optional<WriteWindow> AssessWriteWindow(const ClusterSpec& spec, const Clus
     writes.member = holder.history->last->member;
     writes.first_writable = holder.history->writable_since;
     writes.last_writable = holder.history->last_seen_writable;
-    CountSinceFork(holder, *newest, window, writes);
+    if (holder.reading != nullptr && newest != nullptr) {
+      CountSinceFork(holder, *newest, window, writes);
+    } else if (holder.redis != nullptr) {
+      CountRedisSinceFork(holder, window, writes);
+    } else {
+      writes.unknown_reason = window.fork_unknown_reason;
+    }
     if (writes.first_writable && writes.last_writable) {
       both_since = std::max(both_since.value_or(*writes.first_writable), *writes.first_writable);
       both_until = std::min(both_until.value_or(*writes.last_writable), *writes.last_writable);

@@ -45,9 +45,7 @@ std::string DoubleWriteSoFar(double seconds, Millis resend_interval) {
 std::string WriteWindowEvidence(const WriteWindow& w, Millis resend_interval) {
   std::ostringstream out;
   out << "\nWrite window: "
-      << (w.fork_lsn.empty()
-              ? w.fork_unknown_reason
-              : "fork at " + w.fork_lsn + " (timeline " + std::to_string(w.fork_timeline) + ")");
+      << (w.ForkPoint().empty() ? w.fork_unknown_reason : "fork at " + w.ForkPoint());
   std::optional<WallClock::time_point> both_since;
   for (const auto& h : w.holders) {
     if (h.first_writable)
@@ -60,8 +58,9 @@ std::string WriteWindowEvidence(const WriteWindow& w, Millis resend_interval) {
   out << ".";
   for (const auto& h : w.holders) {
     out << " " << h.member << ": "
-        << (h.wal_bytes_since_fork ? AtLeast(*h.wal_bytes_since_fork) + " of WAL since the fork"
-                                   : "WAL since the fork unknown (" + h.unknown_reason + ")")
+        << (h.wal_bytes_since_fork
+                ? AtLeast(*h.wal_bytes_since_fork) + " of " + w.written + " since the fork"
+                : w.written + " since the fork unknown (" + h.unknown_reason + ")")
         << ".";
   }
   return out.str();

@@ -229,7 +229,8 @@ std::vector<MetricFamily> MemberReadingFamilies(const std::vector<ClusterSnapsho
 std::vector<MetricFamily> WriteWindowFamilies(const std::vector<ClusterSnapshot>& clusters) {
   Family since_fork("splitbrain_incident_wal_bytes_since_fork",
                     "During a split brain: WAL the member wrote since its timeline parted from "
-                    "the other's (absent when the fork point is unknown; see /status).",
+                    "the other's; for Redis, bytes of replication stream since the promotion "
+                    "(absent when the fork point is unknown; see /status).",
                     MetricType::Gauge);
   Family double_write("splitbrain_incident_double_write_seconds",
                       "During a split brain: how long two members of the lineage were writable.",

@@ -289,18 +289,16 @@ nlohmann::json MemberJson(const ClusterSnapshot& c, const MemberSpec& spec) {
 // One line for people: the fork point, the double-write window, each holder's WAL since.
 std::string WriteWindowSummary(const WriteWindow& w) {
   std::ostringstream out;
-  out << (w.fork_lsn.empty()
-              ? w.fork_unknown_reason
-              : "fork at " + w.fork_lsn + " (timeline " + std::to_string(w.fork_timeline) + ")");
+  out << (w.ForkPoint().empty() ? w.fork_unknown_reason : "fork at " + w.ForkPoint());
   if (w.double_write_seconds) {
     out << "; two writable for " << static_cast<std::int64_t>(*w.double_write_seconds) << "s";
   }
   for (const auto& h : w.holders) {
     out << "; " << h.member << ": ";
     if (h.wal_bytes_since_fork) {
-      out << *h.wal_bytes_since_fork << " bytes of WAL since the fork";
+      out << *h.wal_bytes_since_fork << " bytes of " << w.written << " since the fork";
     } else {
-      out << "WAL since the fork unknown (" << h.unknown_reason << ")";
+      out << w.written << " since the fork unknown (" << h.unknown_reason << ")";
     }
   }
   return out.str();
@@ -314,6 +312,8 @@ void AddWriteWindow(const WriteWindow& w, nlohmann::json& cluster) {
   if (!w.fork_lsn.empty()) {
     window["fork_lsn"] = w.fork_lsn;
     window["fork_timeline"] = w.fork_timeline;
+  } else if (w.fork_repl_offset) {
+    window["fork_repl_offset"] = *w.fork_repl_offset;
   } else {
     window["fork_unknown_reason"] = w.fork_unknown_reason;
   }
