@@ -4,6 +4,7 @@
 
 #include "detector/output/status.h"
 #include "detector/output/status_page.h"
+#include "detector/output/witness_views.h"
 #include "detector/verdicts/verdict.h"
 #include "probes/postgres.h"
 
@@ -135,6 +136,63 @@ TEST_CASE("witness: a standby that is not streaming witnesses nobody", "[witness
   const Assessment a = Assess(healthy.spec, healthy.last_round, healthy.history, false);
   CHECK(a.verdict == Verdict::kHealthy);
   CHECK(a.summary.find("witnesses") == std::string::npos);
+}
+
+}  // namespace sbd
+
+namespace sbd {
+
+TEST_CASE("witness views: each witness's primary side by side, the odd one and the stale marked",
+          "[witness]") {
+  ClusterSnapshot c = SplitCluster();
+  // pg-a says it is primary and pg-c streams from it; pg-b alone says pg-b.
+  WitnessTable table = WitnessViews(c);
+  CHECK(table.majority == "pg-a");
+  auto view = [&](const std::string& witness) {
+    for (const auto& v : table.views) {
+      if (v.witness == witness) return v;
+    }
+    FAIL("no view of " << witness);
+    return WitnessView{};
+  };
+  CHECK(view("pg-a itself").names == "pg-a");
+  CHECK_FALSE(view("pg-a itself").disagrees);
+  CHECK(view("pg-b itself").names == "pg-b");
+  CHECK(view("pg-b itself").disagrees);
+  CHECK(view("pg-c itself").names.empty());  // a standby names nobody, and disagrees with nobody
+  CHECK_FALSE(view("pg-c itself").disagrees);
+  CHECK(view("pg-c's WAL receiver").names == "pg-a");
+  CHECK(table.views.size() == 6);  // five members, one receiver that is a member's
+
+  // A lock store naming pg-b, whose read failed this round: stale, and it does not vote.
+  c.lock = LockDescription{"patroni", true, "/service/orders/leader"};
+  DcsView store;
+  store.holder = "pg-b";
+  c.last_good_dcs = store;
+  c.last_dcs = DcsResult{ProbeFailure{ProbeFailureReason::kTimeout, "etcd did not answer"}};
+  table = WitnessViews(c);
+  CHECK(table.majority == "pg-a");
+  CHECK(view("the lock store").stale);
+  CHECK(view("the lock store").disagrees);
+  // Read again, it votes: pg-a and pg-b tie, and with no majority nobody is marked.
+  c.last_dcs = DcsResult{store};
+  table = WitnessViews(c);
+  CHECK(table.majority.empty());
+  CHECK_FALSE(view("the lock store").stale);
+  CHECK_FALSE(view("pg-b itself").disagrees);
+
+  // The same in /status, the text view and the page, in words.
+  c.last_dcs = DcsResult{ProbeFailure{ProbeFailureReason::kTimeout, "etcd did not answer"}};
+  const nlohmann::json cluster = StatusJson({c})["clusters"][0];
+  CHECK(cluster["witness_views"]["majority"] == "pg-a");
+  const std::string text = StatusText({c});
+  CHECK(text.find("pg-b itself: pg-b (disagrees with the majority)") != std::string::npos);
+  CHECK(text.find("the lock store: pg-b (disagrees with the majority) (stale, from ") !=
+        std::string::npos);
+  const std::string html = StatusHtml({c}, nullptr, WallClock::now());
+  CHECK(html.find("names as primary (majority: pg-a)") != std::string::npos);
+  CHECK(html.find("disagrees with the majority") != std::string::npos);
+  CHECK(html.find("stale: this round's read failed") != std::string::npos);
 }
 
 }  // namespace sbd

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "detector/common/json_text.h"
+#include "detector/output/witness_views.h"
 #include "probes/lease_adapters.h"
 #include "probes/postgres.h"
 
@@ -267,6 +268,23 @@ nlohmann::json WitnessesJson(const ClusterSnapshot& c) {
   return out;
 }
 
+// Every witness's view of the primary side by side, the majority of the fresh ones, and which
+// view disagrees with it or is stale.
+nlohmann::json WitnessViewsJson(const ClusterSnapshot& c) {
+  const WitnessTable table = WitnessViews(c);
+  nlohmann::json out = {
+      {"majority", table.majority.empty() ? nlohmann::json() : nlohmann::json(table.majority)},
+      {"views", nlohmann::json::array()}};
+  for (const auto& v : table.views) {
+    out["views"].push_back({{"witness", v.witness},
+                            {"names", v.names.empty() ? nlohmann::json() : nlohmann::json(v.names)},
+                            {"as_of", FormatTime(v.as_of)},
+                            {"stale", v.stale},
+                            {"disagrees", v.disagrees}});
+  }
+  return out;
+}
+
 nlohmann::json MemberJson(const ClusterSnapshot& c, const MemberSpec& spec) {
   const Assessment& a = c.assessment;
   auto it = c.history.members.find(spec.name);
@@ -374,6 +392,7 @@ void AddRoundFields(const ClusterSnapshot& c, nlohmann::json& cluster) {
   if (!c.spec.scope.empty()) cluster["evidence"]["other_scope"] = a.other_scope;
   if (!a.fenced.empty()) cluster["evidence"]["fenced"] = a.fenced;
   cluster["witnesses"] = WitnessesJson(c);
+  cluster["witness_views"] = WitnessViewsJson(c);
   cluster["confirmations"] = {{"confirmed", c.confirmations_accepted},
                               {"rejected", c.confirmations_rejected}};
   for (const auto& spec : c.spec.members) cluster["members"].push_back(MemberJson(c, spec));
@@ -523,6 +542,21 @@ void WitnessesText(const nlohmann::json& cluster, std::ostream& out) {
   out << "Witnesses: " << WitnessText(witnesses) << "\n";
 }
 
+// "Who each witness names: pg-a itself: pg-a (disagrees); the lock store: pg-b (stale)".
+void WitnessViewsText(const nlohmann::json& cluster, std::ostream& out) {
+  if (!cluster.contains("witness_views") || cluster["witness_views"]["views"].empty()) return;
+  out << "Who each witness names as primary:";
+  const char* separator = " ";
+  for (const auto& v : cluster["witness_views"]["views"]) {
+    out << separator << v["witness"].get<std::string>() << ": "
+        << (v["names"].is_string() ? v["names"].get<std::string>() : "nobody");
+    if (v["disagrees"].get<bool>()) out << " (disagrees with the majority)";
+    if (v["stale"].get<bool>()) out << " (stale, from " << v["as_of"].get<std::string>() << ")";
+    separator = "; ";
+  }
+  out << "\n";
+}
+
 void WriteWindowText(const nlohmann::json& cluster, std::ostream& out) {
   if (!cluster.contains("write_window")) return;
   out << "Write window: " << cluster["write_window"]["summary"].get<std::string>() << "\n";
@@ -532,6 +566,7 @@ void ClusterText(const nlohmann::json& cluster, std::ostream& out) {
   MemberTableText(cluster, out);
   if (cluster.contains("lock")) LockText(cluster["lock"], out);
   WitnessesText(cluster, out);
+  WitnessViewsText(cluster, out);
   out << "Verdict: " << cluster["verdict"].get<std::string>() << " - "
       << cluster["summary"].get<std::string>() << "\n";
   SuppressionsText(cluster, out);

@@ -252,6 +252,33 @@ void MemberTable(const json& cluster, WallClock::time_point now, std::ostream& o
   out << "</tbody></table>";
 }
 
+// Every witness's view of the primary side by side; the one that disagrees with the majority
+// of fresh views and the stale ones are marked in words, not colour alone.
+void WitnessViewTable(const json& cluster, WallClock::time_point now, std::ostream& out) {
+  const json& table = Field(cluster, "witness_views");
+  if (!table.is_object() || Array(table, "views").empty()) return;
+  const std::string majority = Str(table, "majority");
+  out << "<table class=\"witnesses\"><caption>Who each witness of " << Esc(cluster, "name")
+      << " names as primary"
+      << (majority.empty() ? std::string(" (no majority)")
+                           : " (majority: " + HtmlEscape(majority) + ")")
+      << "</caption><thead><tr><th scope=\"col\">Witness</th><th scope=\"col\">Names</th>"
+         "<th scope=\"col\">Read</th><th scope=\"col\">Mark</th></tr></thead><tbody>";
+  for (const auto& v : Array(table, "views")) {
+    const bool disagrees = Field(v, "disagrees").is_boolean() && Field(v, "disagrees").get<bool>();
+    const bool stale = Field(v, "stale").is_boolean() && Field(v, "stale").get<bool>();
+    std::string mark;
+    if (disagrees) mark += "<b>&#x2716; disagrees with the majority</b> ";
+    if (stale) mark += "<span class=\"muted\">&#x231B; stale: this round's read failed</span>";
+    const std::string names = Str(v, "names");
+    out << "<tr" << (disagrees ? " class=\"bad\"" : "") << "><th scope=\"row\">"
+        << Esc(v, "witness") << "</th><td>"
+        << (names.empty() ? "<span class=\"muted\">nobody</span>" : HtmlEscape(names))
+        << "</td><td>" << TimeHtml(Str(v, "as_of"), now) << "</td><td>" << mark << "</td></tr>";
+  }
+  out << "</tbody></table>";
+}
+
 // The lock store's holder and lease, as of its last successful read.
 void LockLine(const json& lock, WallClock::time_point now, std::ostream& out) {
   out << "<p class=\"lock\">Lock (scope <code>" << Esc(lock, "scope") << "</code>): ";
@@ -440,6 +467,7 @@ void ClusterArticle(const json& cluster, const json& status, int index,
   }
   if (Field(cluster, "lock").is_object()) LockLine(Field(cluster, "lock"), now, out);
   MemberTable(cluster, now, out);
+  WitnessViewTable(cluster, now, out);
   Timeline(cluster, events, index, now, out);
   ClusterDeclarations(cluster, status, now, out);
   out << "</article>";
