@@ -179,6 +179,10 @@ TEST_CASE("redis: a replica promoted by hand pages within one down-after naming 
     CHECK(alert["labels"]["cluster"] == "cache");
     const std::string summary = alert["annotations"]["summary"];
     CHECK(summary.find("zombie r1, lock holder m") != std::string::npos);
+    // How bad: the fork offset from r1's second_repl_offset, each master's stream since it.
+    const std::string description = alert["annotations"]["description"];
+    CHECK(description.find("fork at replication offset ") != std::string::npos);
+    CHECK(description.find("of replication stream since the fork") != std::string::npos);
     CHECK(onset_to_page < kDownAfterMs / 1000.0);
     const nlohmann::json status = group.Status();
     for (const auto& member : status["members"]) {

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <future>
 
 #include "detector/common/internal_errors.h"
@@ -693,6 +694,18 @@ std::string Scheduler::PreviewLineage(ClusterRuntime& cluster, const RoundReadin
   return ChooseLineage(cluster.state.spec, preview, readings.dcs ? &*readings.dcs : nullptr);
 }
 
+namespace {
+
+// How many more confirmation re-probes a round may take while every candidate stays writable.
+constexpr int kConfirmationRetries = 2;
+
+bool AllSeenWritable(const std::vector<Observation>& readings) {
+  return !readings.empty() && std::all_of(readings.begin(), readings.end(),
+                                          [](const Observation& o) { return o.seen_writable(); });
+}
+
+}  // namespace
+
 Scheduler::Confirmation Scheduler::ConfirmRound(ClusterRuntime& cluster, RoundReadings& readings,
                                                 const std::string& lineage) {
   std::vector<Observation>& round = readings.members;
@@ -701,7 +714,16 @@ Scheduler::Confirmation Scheduler::ConfirmRound(ClusterRuntime& cluster, RoundRe
   if (again.size() < 2) return out;
   out.candidate = true;
   RoundReadings reprobe = ProbeRound(cluster, again, true);
-  const std::vector<std::string> confirmed = ConfirmedWritable(reprobe.members, lineage, &round);
+  std::vector<std::string> confirmed = ConfirmedWritable(reprobe.members, lineage, &round);
+  // Readings that take well under a millisecond (Redis) can miss each other on a busy machine
+  // even when sent together. While every candidate still answers writable, that is no
+  // transition: re-probe again, a bounded number of times, for readings that overlap.
+  for (int retry = 0;
+       retry < kConfirmationRetries && confirmed.empty() && AllSeenWritable(reprobe.members);
+       ++retry) {
+    reprobe = ProbeRound(cluster, again, true);
+    confirmed = ConfirmedWritable(reprobe.members, lineage, &round);
+  }
   out.confirmed = !confirmed.empty();
   if (!out.confirmed) out.transition = DescribeTransition(round, reprobe.members);
   const std::optional<DcsResult>& record = reprobe.dcs ? reprobe.dcs : readings.dcs;
