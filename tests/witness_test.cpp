@@ -7,6 +7,9 @@
 #include "detector/output/witness_views.h"
 #include "detector/verdicts/verdict.h"
 #include "probes/postgres.h"
+#include "tests/support/detector_process.h"
+#include "tests/support/html_tidy.h"
+#include "tests/support/temp_dir.h"
 
 namespace sbd {
 namespace {
@@ -193,6 +196,14 @@ TEST_CASE("witness views: each witness's primary side by side, the odd one and t
   CHECK(html.find("names as primary (majority: pg-a)") != std::string::npos);
   CHECK(html.find("disagrees with the majority") != std::string::npos);
   CHECK(html.find("stale: this round's read failed") != std::string::npos);
+  // The table passes the page's validator and accessibility check ("pg-c's WAL receiver" is a
+  // long row header: it needs its short form).
+  testing::TempDir dir("sbd-witness-page");
+  const auto report =
+      testing::TidyHtml(testing::WriteFile(dir.path(), "page.html", html), /*refreshing=*/true);
+  INFO(report.output);
+  CHECK(report.exit_code == 0);
+  CHECK(report.findings.empty());
 }
 
 }  // namespace sbd

@@ -271,8 +271,11 @@ void WitnessViewTable(const json& cluster, WallClock::time_point now, std::ostre
     if (disagrees) mark += "<b>&#x2716; disagrees with the majority</b> ";
     if (stale) mark += "<span class=\"muted\">&#x231B; stale: this round's read failed</span>";
     const std::string names = Str(v, "names");
-    out << "<tr" << (disagrees ? " class=\"bad\"" : "") << "><th scope=\"row\">"
-        << Esc(v, "witness") << "</th><td>"
+    // A long witness gets a short form, as member names do (tidy's header abbreviation check).
+    const std::string witness = Str(v, "witness");
+    out << "<tr" << (disagrees ? " class=\"bad\"" : "") << "><th scope=\"row\""
+        << (witness.size() > 15 ? " abbr=\"" + HtmlEscape(Shortened(witness, 12)) + "\"" : "")
+        << ">" << HtmlEscape(witness) << "</th><td>"
         << (names.empty() ? "<span class=\"muted\">nobody</span>" : HtmlEscape(names))
         << "</td><td>" << TimeHtml(Str(v, "as_of"), now) << "</td><td>" << mark << "</td></tr>";
   }
@@ -281,7 +284,16 @@ void WitnessViewTable(const json& cluster, WallClock::time_point now, std::ostre
 
 // The lock store's holder and lease, as of its last successful read.
 void LockLine(const json& lock, WallClock::time_point now, std::ostream& out) {
-  out << "<p class=\"lock\">Lock (scope <code>" << Esc(lock, "scope") << "</code>): ";
+  // Patroni's lock is named by its scope; other kinds' by where the store keeps the record.
+  const std::string scope = Str(lock, "scope");
+  const std::string record = Str(lock, "record");
+  out << "<p class=\"lock\">Lock";
+  if (!scope.empty()) {
+    out << " (scope <code>" << HtmlEscape(scope) << "</code>)";
+  } else if (!record.empty()) {
+    out << " (<code>" << HtmlEscape(record) << "</code>)";
+  }
+  out << ": ";
   if (!Bool(lock, "readable")) {
     out << "<span class=\"badge unk\">unreadable</span> " << Esc(lock, "error") << ". ";
   }
@@ -290,7 +302,8 @@ void LockLine(const json& lock, WallClock::time_point now, std::ostream& out) {
     return;
   }
   const std::string holder = Str(lock, "holder");
-  out << (holder.empty() ? "no leader key" : "held by <b>" + HtmlEscape(holder) + "</b>");
+  out << (holder.empty() ? (scope.empty() ? "no holder recorded" : "no leader key")
+                         : "held by <b>" + HtmlEscape(holder) + "</b>");
   const std::optional<WallTime> read_at = ParseRfc3339(Str(lock, "last_success"));
   const std::optional<double> remaining = Num(lock, "lease_ttl_remaining_seconds");
   if (!holder.empty() && remaining && *remaining >= 0 && read_at) {
@@ -302,8 +315,9 @@ void LockLine(const json& lock, WallClock::time_point now, std::ostream& out) {
   } else if (!holder.empty()) {
     out << ", lease expired or unknown";
   }
-  out << " (read " << TimeHtml(Str(lock, "last_success"), now) << " from " << Esc(lock, "endpoint")
-      << ").</p>";
+  out << " (read " << TimeHtml(Str(lock, "last_success"), now);
+  if (!Str(lock, "endpoint").empty()) out << " from " << Esc(lock, "endpoint");
+  out << ").</p>";
 }
 
 // Members' writable streaks over the last 60 rounds, as the snapshot knows them: the current
