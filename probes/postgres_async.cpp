@@ -201,7 +201,7 @@ void PostgresAsyncProbe::Session::Start(SteadyClock::time_point deadline,
     patience_timer = std::make_unique<LoopTimer>(loop);
   }
   if (round) Finish(ProbeFailure{ProbeFailureReason::kInternal, "superseded by a new probe"});
-  round.emplace();
+  round = Round{};
   round->deadline = deadline;
   round->gate = std::move(gate);
   round->done = std::move(done);
