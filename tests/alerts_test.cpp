@@ -11,10 +11,12 @@ namespace {
 enum class Lock { kNone, kStore };
 
 // Two writable members of lineage 7000; with a store, it names pg-2 and pg-1 is the zombie.
-// The spec's kind is left at its default: the alerts must follow what the cluster has.
+// The spec's kind is left at its default: the alerts must follow what the cluster has, the
+// lock's kind included (a lock without a store is described as the claims-only redis_lease).
 ClusterSnapshot Snapshot(Verdict verdict, std::uint64_t rounds, Lock lock) {
   ClusterSnapshot c;
   c.spec.name = "orders";
+  c.lock = LockDescription{"redis_lease", false, ""};
   if (lock == Lock::kStore) {
     c.spec.scope = "orders-scope";
     c.lock = LockDescription{"patroni", true, "/service/orders-scope/leader"};
@@ -62,6 +64,7 @@ TEST_CASE("alerts: a confirmed split brain pages at once, naming zombie and hold
                                                        {"severity", "critical"},
                                                        {"cluster", "orders"},
                                                        {"scope", "orders-scope"},
+                                                       {"lock_kind", "patroni"},
                                                        {"env", "prod"}});
   CHECK(a.annotations.at("summary").find("zombie pg-1, lock holder pg-2") != std::string::npos);
   CHECK(a.annotations.at("description").find("pg-2 (pg-2:5432): writable, timeline 2") !=
@@ -117,8 +120,11 @@ TEST_CASE("alerts: warnings wait for the verdict to persist; healthy fires nothi
       AlertsFor(Snapshot(Verdict::kSuspected, kWarningRounds, Lock::kNone), alerting, kLinks);
   REQUIRE(suspected.size() == 1);
   CHECK(suspected.front().labels.at("alertname") == "SplitBrainSuspected");
-  CHECK(suspected.front().labels.at("severity") == "warning");
-  CHECK(suspected.front().labels.count("scope") == 0);
+  CHECK(suspected.front().labels ==
+        std::map<std::string, std::string>{{"alertname", "SplitBrainSuspected"},
+                                           {"severity", "warning"},
+                                           {"cluster", "orders"},
+                                           {"lock_kind", "redis_lease"}});
   auto drift = AlertsFor(Snapshot(Verdict::kDrift, 10, Lock::kNone), alerting, kLinks);
   REQUIRE(drift.size() == 1);
   CHECK(drift.front().labels.at("alertname") == "InventoryDrift");
@@ -134,7 +140,12 @@ TEST_CASE("alerts: an unreadable lock store warns after three rounds", "[alerts]
   c.dcs_consecutive_failures = 3;
   auto alerts = AlertsFor(c, alerting, kLinks);
   REQUIRE(alerts.size() == 1);
-  CHECK(alerts.front().labels.at("alertname") == "LockStoreUnreadable");
+  CHECK(alerts.front().labels ==
+        std::map<std::string, std::string>{{"alertname", "LockStoreUnreadable"},
+                                           {"severity", "warning"},
+                                           {"cluster", "orders"},
+                                           {"scope", "orders-scope"},
+                                           {"lock_kind", "patroni"}});
 }
 
 TEST_CASE("alerts: a cluster without a lock store never speaks of one", "[alerts]") {

@@ -432,9 +432,12 @@ TEST_CASE("prometheus: with direct push disabled the rules alone page a real dou
   REQUIRE(notified.size() == 1);
   const Json& alert = notified.front().alert;
   INFO(alert.dump(2));
-  // Exactly the label set the detector pushes: no job, no instance, no scope (plain PostgreSQL).
-  CHECK(alert["labels"] ==
-        Json({{"alertname", "SplitBrain"}, {"severity", "critical"}, {"cluster", kCluster}}));
+  // Exactly the label set the detector pushes: no job, no instance, no scope (plain PostgreSQL),
+  // and the lock's kind, which the rules copy from splitbrain_cluster_info.
+  CHECK(alert["labels"] == Json({{"alertname", "SplitBrain"},
+                                 {"severity", "critical"},
+                                 {"cluster", kCluster},
+                                 {"lock_kind", "postgres"}}));
   CHECK(alert["annotations"].value("summary", "") ==
         "Split brain in demo: two or more members are writable at once");
   CHECK(
@@ -535,8 +538,10 @@ TEST_CASE("prometheus: with both paths on, Alertmanager sends one SplitBrain not
   CHECK(ActiveIn(am, "SplitBrain") == 1);  // one alert: the two paths' alerts were merged
   if (!notified.empty()) {
     const Json& alert = notified.front().alert;
-    CHECK(alert["labels"] ==
-          Json({{"alertname", "SplitBrain"}, {"severity", "critical"}, {"cluster", kCluster}}));
+    CHECK(alert["labels"] == Json({{"alertname", "SplitBrain"},
+                                   {"severity", "critical"},
+                                   {"cluster", kCluster},
+                                   {"lock_kind", "postgres"}}));
     // Rendered with the detector's own runbook base: both paths link to the same page.
     CHECK(alert["annotations"].value("runbook_url", "") ==
           detector.url() + "/runbooks/split-brain.md");
@@ -641,8 +646,10 @@ TEST_CASE(
   CHECK_FALSE(second);
   CHECK(notified.size() == 1);
   if (!notified.empty()) {
-    CHECK(notified.front().alert["labels"] ==
-          Json({{"alertname", "SplitBrain"}, {"severity", "critical"}, {"cluster", kCluster}}));
+    CHECK(notified.front().alert["labels"] == Json({{"alertname", "SplitBrain"},
+                                                    {"severity", "critical"},
+                                                    {"cluster", kCluster},
+                                                    {"lock_kind", "postgres"}}));
   }
 }
 

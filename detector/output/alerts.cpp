@@ -158,6 +158,9 @@ Alert Make(const ClusterSnapshot& c, const AlertingSpec& alerting, const AlertLi
   alert.labels["severity"] = severity;
   alert.labels["cluster"] = c.spec.name;
   if (!c.spec.scope.empty()) alert.labels["scope"] = c.spec.scope;
+  // The registry's name for the kind, as splitbrain_cluster_info exports it: the rules copy it
+  // from there, so both paths carry the same label set.
+  if (!c.lock.kind.empty()) alert.labels["lock_kind"] = c.lock.kind;
   alert.annotations["summary"] = summary;
   alert.annotations["description"] = Evidence(c, alerting.resend_interval);
   alert.annotations["runbook_url"] = links.runbook_base_url + runbook;

@@ -21,7 +21,7 @@ struct AlertLinks {
 };
 
 /// The alerts a cluster's snapshot fires right now, with the labels the rules in rules/ use
-/// too (alertname, severity, cluster, scope, plus external labels), so that Alertmanager
+/// too (alertname, severity, cluster, scope, lock_kind, plus external labels), so that Alertmanager
 /// deduplicates the direct push against the rule path. Pure; thread-safe.
 std::vector<Alert> AlertsFor(const ClusterSnapshot& cluster, const AlertingSpec& alerting,
                              const AlertLinks& links);
