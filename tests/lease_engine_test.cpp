@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "detector/engine/scheduler.h"
+#include "detector/output/metrics.h"
 #include "probes/lease_adapters.h"
 
 namespace sbd {
@@ -52,30 +53,35 @@ class FakeClaim : public MemberProbe {
   std::string token_;
 };
 
-// The key as a lease store keeps it: a token, no member name.
+// The key as a lease store keeps it: a token, no member name; `dissent` as a store kept by
+// several keepers reports the ones that disagreed.
 class FakeKey : public LockStore {
  public:
-  explicit FakeKey(std::string token) : token_(std::move(token)) {}
+  FakeKey(std::string token, std::vector<std::string> dissent)
+      : token_(std::move(token)), dissent_(std::move(dissent)) {}
   std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point) override {
     DcsView view;
     view.endpoint = "127.0.0.1:6379";
     view.holder_token = token_;
     view.lease_ttl_remaining = 2;
+    view.dissent = dissent_;
     return view;
   }
 
  private:
   std::string token_;
+  std::vector<std::string> dissent_;
 };
 
-ProbeFactories Fakes(bool a_claims, const std::string& key_token) {
+ProbeFactories Fakes(bool a_claims, const std::string& key_token,
+                     std::vector<std::string> dissent = {}) {
   ProbeFactories factories;
   factories.members = [a_claims](const ClusterSpec&, const MemberSpec& member) {
     const bool claims = member.name == "a" ? a_claims : true;
     return std::make_unique<FakeClaim>(member.name, claims, "token-" + member.name);
   };
-  factories.lock_stores = [key_token](const ClusterSpec&) -> std::unique_ptr<LockStore> {
-    return std::make_unique<FakeKey>(key_token);
+  factories.lock_stores = [key_token, dissent](const ClusterSpec&) -> std::unique_ptr<LockStore> {
+    return std::make_unique<FakeKey>(key_token, dissent);
   };
   factories.managers = [](const ClusterSpec&, const MemberSpec&) { return nullptr; };
   return factories;
@@ -120,6 +126,32 @@ TEST_CASE("engine: two lease claimers re-probed at once are a split brain naming
   REQUIRE(c.last_good_dcs.has_value());
   CHECK(c.last_good_dcs->holder == "b");
   CHECK(c.last_good_dcs->holder_token == "token-b");
+}
+
+TEST_CASE("engine: the dashboard's lease series count claims, lease left and dissent", "[lease]") {
+  const ConfigReloadStatus reload;
+  Scheduler two(LeaseConfig(), Fakes(true, "token-b", {"sentinel s2: no answer (timeout)"}));
+  two.RunOnce();
+  const std::string metrics =
+      RenderMetrics(DetectorCollector([&] { return two.Snapshot(); }, &reload));
+  INFO(metrics);
+  CHECK(metrics.find("splitbrain_member_claims_lock{cluster=\"orders\",member=\"a\"} 1\n") !=
+        std::string::npos);
+  CHECK(metrics.find("splitbrain_member_claims_lock{cluster=\"orders\",member=\"b\"} 1\n") !=
+        std::string::npos);
+  CHECK(metrics.find("splitbrain_lock_lease_remaining_seconds{cluster=\"orders\"} 2\n") !=
+        std::string::npos);
+  CHECK(metrics.find("splitbrain_lock_store_dissent{cluster=\"orders\"} 1\n") != std::string::npos);
+  CHECK(metrics.find("splitbrain_cluster_info{cluster=\"orders\",kind=\"redis_lease\"") !=
+        std::string::npos);
+
+  Scheduler one(LeaseConfig(), Fakes(false, "token-b"));
+  one.RunOnce();
+  const std::string quiet =
+      RenderMetrics(DetectorCollector([&] { return one.Snapshot(); }, &reload));
+  CHECK(quiet.find("splitbrain_member_claims_lock{cluster=\"orders\",member=\"a\"} 0\n") !=
+        std::string::npos);
+  CHECK(quiet.find("splitbrain_lock_store_dissent{cluster=\"orders\"} 0\n") != std::string::npos);
 }
 
 TEST_CASE("engine: a key whose token no claimer carries names no holder and no zombie", "[lease]") {

@@ -294,6 +294,10 @@ std::vector<MetricFamily> LockStoreFamilies(const std::vector<ClusterSnapshot>& 
   Family lock_revision("splitbrain_lock_mod_revision",
                        "mod_revision of the leader key at the last successful read.",
                        MetricType::Gauge);
+  Family lock_dissent("splitbrain_lock_store_dissent",
+                      "Keepers of the record (Sentinels) that named another holder or did not "
+                      "answer, at the last successful read; 0 for single-keeper stores.",
+                      MetricType::Gauge);
   for (const auto& c : clusters) {
     const std::string& name = c.spec.name;
     cluster_info.Add({{"cluster", name}, {"kind", c.lock.kind}, {"scope", c.spec.scope}}, 1);
@@ -306,10 +310,11 @@ std::vector<MetricFamily> LockStoreFamilies(const std::vector<ClusterSnapshot>& 
       lease_left.Add({{"cluster", name}},
                      static_cast<double>(c.last_good_dcs->lease_ttl_remaining));
       lock_revision.Add({{"cluster", name}}, static_cast<double>(c.last_good_dcs->mod_revision));
+      lock_dissent.Add({{"cluster", name}}, static_cast<double>(c.last_good_dcs->dissent.size()));
     }
   }
   return TakeAll({&cluster_info, &lock_up, &lock_failures, &lock_success, &lock_holder, &lease_left,
-                  &lock_revision});
+                  &lock_revision, &lock_dissent});
 }
 
 // Per member: its standing with the lock (clusters with a lock store), and what its manager
@@ -318,6 +323,10 @@ std::vector<MetricFamily> MemberLockFamilies(const std::vector<ClusterSnapshot>&
   Family holds_lock("splitbrain_member_holds_lock",
                     "Whether the leader key names this member (absent while unreadable).",
                     MetricType::Gauge);
+  Family claims_lock("splitbrain_member_claims_lock",
+                     "Whether the member's own last answer claims the lock (a writable "
+                     "PostgreSQL, a Redis master, a lease claimant), fenced or not.",
+                     MetricType::Gauge);
   Family zombie("splitbrain_member_zombie",
                 "1 when the member is writable but does not hold the lock.", MetricType::Gauge);
   Family patroni_up("splitbrain_member_patroni_up",
@@ -348,6 +357,9 @@ std::vector<MetricFamily> MemberLockFamilies(const std::vector<ClusterSnapshot>&
       if (history->last_patroni && history->last_patroni->dcs_last_seen) {
         dcs_last_seen.Add(labels, *history->last_patroni->dcs_last_seen);
       }
+      if (const std::optional<Claim> claim = history->last->claim()) {
+        claims_lock.Add(labels, claim->holds ? 1 : 0);
+      }
       if (!c.lock.has_store || !c.has_round) continue;
       if (a.lock_readable) holds_lock.Add(labels, a.lock_holder == member.name ? 1 : 0);
       const bool is_zombie =
@@ -355,7 +367,8 @@ std::vector<MetricFamily> MemberLockFamilies(const std::vector<ClusterSnapshot>&
       zombie.Add(labels, is_zombie ? 1 : 0);
     }
   }
-  return TakeAll({&holds_lock, &zombie, &patroni_up, &patroni_failures, &dcs_last_seen});
+  return TakeAll(
+      {&holds_lock, &claims_lock, &zombie, &patroni_up, &patroni_failures, &dcs_last_seen});
 }
 
 // Per Alertmanager: how pushing alerts to it goes.
