@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "detector/config/config.h"
+#include "probes/redis_wire.h"
 
 namespace sbd {
 namespace {
@@ -97,6 +98,7 @@ std::optional<ProbeFailure> RedisClient::Connect(SteadyClock::time_point deadlin
   context_ =
       redisConnectWithTimeout(at.host.c_str(), std::atoi(at.port.c_str()), TimeLeft(deadline));
   if (context_ == nullptr || context_->err != 0) return IoFailure("connect");
+  LimitRedisReplies(context_);
   if (!password_) return std::nullopt;
   std::vector<std::vector<std::string>> auth = {{"AUTH"}};
   if (!username_.empty()) auth[0].push_back(username_);
@@ -127,13 +129,16 @@ std::variant<std::vector<RedisValue>, ProbeFailure> RedisClient::Pipeline(
     }
   }
   std::vector<RedisValue> values;
+  std::size_t budget = kMaxRedisPipelineBytes;
   for (size_t i = 0; i < commands.size(); ++i) {
     if (auto late = SetTimeout(deadline)) {
       Close();  // replies still owed would answer the next call's commands
       return *late;
     }
     void* raw = nullptr;
-    if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) return IoFailure("reading");
+    if (GetReplyBounded(context_, &raw, &budget) != REDIS_OK || raw == nullptr) {
+      return IoFailure("reading");
+    }
     auto* reply = static_cast<redisReply*>(raw);
     values.push_back(ValueOf(*reply));
     freeReplyObject(reply);

@@ -8,6 +8,7 @@
 
 #include "detector/common/logfmt.h"
 #include "probes/deadline_watchdog.h"
+#include "probes/redis_wire.h"
 
 namespace sbd {
 
@@ -91,9 +92,10 @@ std::variant<std::vector<Reply>, ProbeFailure> Pipeline(redisContext* context,
   // outlast the deadline. The watchdog shuts the socket down at the deadline instead.
   auto guard = DeadlineWatchdog::Instance().Arm(context->fd, deadline);
   std::vector<Reply> replies;
+  std::size_t budget = kMaxRedisPipelineBytes;
   for (const auto& command : commands) {
     void* raw = nullptr;
-    if (redisGetReply(context, &raw) != REDIS_OK || raw == nullptr) {
+    if (GetReplyBounded(context, &raw, &budget) != REDIS_OK || raw == nullptr) {
       if (guard.fired())
         return ProbeFailure{ProbeFailureReason::kTimeout, command[0] + ": deadline"};
       return ContextFailure(context, command[0], deadline);
@@ -198,6 +200,7 @@ std::optional<ProbeFailure> RedisLeaseReader::Connect(SteadyClock::time_point de
   context_ = redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, Remaining(deadline));
   if (context_ == nullptr || context_->err != 0)
     return ContextFailure(context_, "connect", deadline);
+  LimitRedisReplies(context_);
   if (endpoint_.password.empty()) return std::nullopt;
   Command auth{"AUTH"};
   if (!endpoint_.user.empty()) auth.push_back(endpoint_.user);

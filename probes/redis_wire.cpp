@@ -1,0 +1,96 @@
+#include "probes/redis_wire.h"
+
+#include <hiredis/hiredis.h>
+
+#include <cstdio>
+#include <string>
+
+namespace sbd {
+namespace {
+
+// hiredis's own reply constructors: its default table is static inside libhiredis, so it is
+// read from a reader made for the purpose. The limits wrap them; everything else is theirs.
+const redisReplyObjectFunctions* Defaults() {
+  static const redisReplyObjectFunctions* const defaults = [] {
+    redisReader* reader = redisReaderCreate();
+    const redisReplyObjectFunctions* fn = reader != nullptr ? reader->fn : nullptr;
+    if (reader != nullptr) redisReaderFree(reader);
+    return fn;
+  }();
+  return defaults;
+}
+
+// Why the reader on this thread refused an array, for the error text (the constructor has no
+// way to say it to the reader, which only sees a null object: "out of memory").
+thread_local int t_refused_elements = -1;
+
+void* CreateString(const redisReadTask* task, char* str, size_t len) {
+  return Defaults()->createString(task, str, len);
+}
+
+void* CreateArray(const redisReadTask* task, int elements) {
+  if (elements > kMaxRedisArrayElements) {
+    t_refused_elements = elements;
+    return nullptr;
+  }
+  return Defaults()->createArray(task, elements);
+}
+
+void* CreateInteger(const redisReadTask* task, long long value) {
+  return Defaults()->createInteger(task, value);
+}
+
+void* CreateNil(const redisReadTask* task) { return Defaults()->createNil(task); }
+
+void FreeObject(void* reply) { Defaults()->freeObject(reply); }
+
+redisReplyObjectFunctions g_limited = {CreateString, CreateArray, CreateInteger, CreateNil,
+                                       FreeObject};
+
+int Fail(redisContext* context, const std::string& why) {
+  context->err = REDIS_ERR_PROTOCOL;
+  std::snprintf(context->errstr, sizeof(context->errstr), "%s", why.c_str());
+  return REDIS_ERR;
+}
+
+// A reader error caused by a refused array gets words of its own.
+int ReaderFailed(redisContext* context) {
+  if (t_refused_elements < 0) return REDIS_ERR;
+  const int elements = t_refused_elements;
+  t_refused_elements = -1;
+  return Fail(context, "array reply of " + std::to_string(elements) + " elements, over the " +
+                           std::to_string(kMaxRedisArrayElements) + " allowed");
+}
+
+}  // namespace
+
+void LimitRedisReplies(redisContext* context) {
+  if (context == nullptr || context->reader == nullptr || Defaults() == nullptr) return;
+  // Only a reader using hiredis's own table: the wrappers call through to it.
+  if (context->reader->fn == Defaults()) context->reader->fn = &g_limited;
+}
+
+int GetReplyBounded(redisContext* context, void** reply, std::size_t* budget) {
+  *reply = nullptr;
+  t_refused_elements = -1;
+  if (redisGetReplyFromReader(context, reply) != REDIS_OK) return ReaderFailed(context);
+  if (*reply != nullptr) return REDIS_OK;
+  int written = 0;
+  while (!written) {
+    if (redisBufferWrite(context, &written) != REDIS_OK) return REDIS_ERR;
+  }
+  while (*reply == nullptr) {
+    const size_t before = context->reader->len;
+    if (redisBufferRead(context) != REDIS_OK) return REDIS_ERR;
+    const size_t received = context->reader->len - before;
+    if (received > *budget) {
+      return Fail(context,
+                  "replies larger than " + std::to_string(kMaxRedisPipelineBytes) + " bytes");
+    }
+    *budget -= received;
+    if (redisGetReplyFromReader(context, reply) != REDIS_OK) return ReaderFailed(context);
+  }
+  return REDIS_OK;
+}
+
+}  // namespace sbd

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <cstddef>
+
+struct redisContext;
+
+namespace sbd {
+
+/// The most bytes one pipeline's replies may take on the wire. Everything the probes ask for
+/// (INFO, ROLE, SENTINEL master, a lease key cut to max_token_bytes, a SCAN batch) is a few
+/// KiB; a server sending more is broken or hostile, and hiredis 0.14 would buffer it all.
+constexpr std::size_t kMaxRedisPipelineBytes = 4 * 1024 * 1024;
+/// The most elements one array reply may announce: hiredis 0.14 allocates the element table
+/// for the announced count before any element arrives.
+constexpr int kMaxRedisArrayElements = 64 * 1024;
+
+/// Makes the context's reader refuse an array reply announcing more than
+/// kMaxRedisArrayElements elements (a protocol error). Call once per context, after connect.
+/// Thread-safe (each context belongs to one thread at a time).
+void LimitRedisReplies(redisContext* context);
+
+/// redisGetReply for a blocking context, counting the bytes received against `*budget` (what
+/// is left of kMaxRedisPipelineBytes for this pipeline): when a reply would exceed it, the
+/// read stops with REDIS_ERR, `context->err` REDIS_ERR_PROTOCOL and `errstr` saying so, so a
+/// huge bulk string or a long array fails the call instead of growing memory. The same
+/// errstr names a refused array length. Thread-safe as above.
+int GetReplyBounded(redisContext* context, void** reply, std::size_t* budget);
+
+}  // namespace sbd
