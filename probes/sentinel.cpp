@@ -17,18 +17,33 @@ std::string NamedMember(const std::string& address, const std::vector<MemberSpec
 }  // namespace
 
 SentinelStore::SentinelStore(std::vector<std::string> sentinels, std::string master_name,
-                             std::vector<MemberSpec> members)
+                             std::vector<MemberSpec> members, SentinelAuth auth)
     : sentinels_(std::move(sentinels)),
       master_name_(std::move(master_name)),
-      members_(std::move(members)) {
-  for (const auto& address : sentinels_) {
-    clients_.push_back(std::make_unique<RedisClient>(address, "", std::nullopt));
-  }
-}
+      members_(std::move(members)),
+      auth_(std::move(auth)),
+      clients_(sentinels_.size()) {}
 
-std::variant<SentinelView, ProbeFailure> SentinelStore::Ask(RedisClient& sentinel,
+std::variant<SentinelView, ProbeFailure> SentinelStore::Ask(size_t index,
                                                             SteadyClock::time_point deadline) {
-  if (auto failure = sentinel.Connect(deadline)) return *failure;
+  std::unique_ptr<RedisClient>& client = clients_[index];
+  if (!client) {
+    MemberSpec source;  // the one password resolver, for the sentinels' own sources
+    source.password_file = auth_.password_file;
+    source.password_env = auth_.password_env;
+    auto password = ResolvePassword(source);
+    if (auto* error = std::get_if<std::string>(&password)) {
+      return ProbeFailure{ProbeFailureReason::kConfig, *error};
+    }
+    client =
+        std::make_unique<RedisClient>(sentinels_[index], auth_.username,
+                                      std::get<std::optional<std::string>>(std::move(password)));
+  }
+  if (auto failure = client->Connect(deadline)) {
+    client.reset();  // a password file may change: read it again at the next connect
+    return *failure;
+  }
+  RedisClient& sentinel = *client;
   auto replies = sentinel.Pipeline(
       {{"SENTINEL", "get-master-addr-by-name", master_name_}, {"SENTINEL", "master", master_name_}},
       deadline);
@@ -36,7 +51,10 @@ std::variant<SentinelView, ProbeFailure> SentinelStore::Ask(RedisClient& sentine
   const auto& values = std::get<std::vector<RedisValue>>(replies);
   for (const RedisValue& value : values) {
     if (value.error) {
-      return ProbeFailure{ProbeFailureReason::kQuery, value.text.substr(0, 160)};
+      // Asked without a password, or as a user without the SENTINEL subcommands.
+      const bool auth = value.text.rfind("NOAUTH", 0) == 0 || value.text.rfind("NOPERM", 0) == 0;
+      return ProbeFailure{auth ? ProbeFailureReason::kAuth : ProbeFailureReason::kQuery,
+                          value.text.substr(0, 160)};
     }
   }
   auto view = ParseSentinelMaster(values[1].items, values[0].items);
@@ -53,7 +71,7 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Read(SteadyClock::time_point 
     const auto now = SteadyClock::now();
     const auto share = deadline > now ? (deadline - now) / static_cast<int>(clients_.size() - i)
                                       : SteadyClock::duration::zero();
-    answers.push_back(Ask(*clients_[i], now + share));
+    answers.push_back(Ask(i, now + share));
   }
   auto record = Vote(sentinels_, answers, members_);
   if (auto* view = std::get_if<DcsView>(&record)) RememberHolder(*view);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -18,6 +19,15 @@ namespace sbd {
 /// replica's INFO every 10 s. Measured here: 11 s for redis-sentinel 7.0.
 constexpr std::chrono::milliseconds kSentinelHandoverBound{20000};
 
+/// How the detector authenticates to the sentinels (their `requirepass`, or an ACL user):
+/// apart from the members', since Sentinel keeps its own users.
+struct SentinelAuth {
+  std::string username;  ///< ACL user; empty for the default user
+  /// Where the password comes from, if anywhere: read again at every connect.
+  std::optional<std::string> password_file;
+  std::optional<std::string> password_env;
+};
+
 /// Sentinel's record of a Redis replication group: every configured sentinel is asked
 /// `SENTINEL get-master-addr-by-name` and `SENTINEL master` (one round trip each, over a kept
 /// connection, each sentinel with an equal share of the deadline), and the master a strict
@@ -28,7 +38,7 @@ class SentinelStore : public LockStore {
  public:
   /// `members` map the address Sentinel names to a member's name.
   SentinelStore(std::vector<std::string> sentinels, std::string master_name,
-                std::vector<MemberSpec> members);
+                std::vector<MemberSpec> members, SentinelAuth auth = {});
   std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
 
   /// Pure: the record from each sentinel's answer (a view or why there is none), in the order
@@ -39,15 +49,17 @@ class SentinelStore : public LockStore {
       const std::vector<MemberSpec>& members);
 
  private:
-  std::variant<SentinelView, ProbeFailure> Ask(RedisClient& sentinel,
-                                               SteadyClock::time_point deadline);
+  /// Asks sentinel `index`, connecting (with AUTH) first when it has no connection.
+  std::variant<SentinelView, ProbeFailure> Ask(size_t index, SteadyClock::time_point deadline);
 
   std::vector<std::string> sentinels_;
   std::string master_name_;
   std::vector<MemberSpec> members_;
+  SentinelAuth auth_;
   /// Fills the record's previous holder and when this store saw the holder change.
   void RememberHolder(DcsView& view);
 
+  /// One per sentinel; null until connected, and again after a failed connect.
   std::vector<std::unique_ptr<RedisClient>> clients_;
   std::string holder_;
   std::string previous_holder_;

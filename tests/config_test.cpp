@@ -269,6 +269,11 @@ TEST_CASE("config: a redis cluster reads its members by address and its Sentinel
   CHECK(c.redis.sentinels ==
         std::vector<std::string>{"127.0.0.1:26379", "127.0.0.1:26380", "127.0.0.1:26381"});
   CHECK(c.redis.username == "splitbrain");
+  CHECK(c.redis.sentinel_username == "watcher");
+  CHECK(c.redis.sentinel_password_file ==
+        std::optional<std::string>("/etc/splitbrain/sentinel.pass"));
+  CHECK_FALSE(c.redis.sentinel_password_env);
+  CHECK_FALSE(c.members[0].password_file);  // the sentinels' password is theirs alone
   REQUIRE(c.members.size() == 2);
   CHECK(c.members[1].address == "127.0.0.1:6380");
   CHECK(c.members[1].dsn.empty());
@@ -405,9 +410,11 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "12:32: clusters[0].redis.sentinels[1]: expected host:port",
         "14:21: clusters[0].redis.password_env: only one of password_file and password_env may be "
         "set",
-        "15:12: clusters[0].redis.tls: TLS to Redis is not supported yet",
-        "16:5: clusters[1].redis: required",
-        "25:5: clusters[2].redis: only valid for kind: redis"}},
+        "16:30: clusters[0].redis.sentinel_password_env: only one of sentinel_password_file and "
+        "sentinel_password_env may be set",
+        "17:12: clusters[0].redis.tls: TLS to Redis is not supported yet",
+        "18:5: clusters[1].redis: required",
+        "27:5: clusters[2].redis: only valid for kind: redis"}},
       {"invalid-patroni-key-on-postgres.yml",
        {"4:5: clusters[0].scope: only valid for kind: patroni",
         "5:5: clusters[0].namespace: only valid for kind: patroni",

@@ -540,23 +540,25 @@ class ConfigParser {
     const Entry* entry = Optional(fields, key);
     if (!entry) return std::nullopt;
     std::optional<std::string> value = String(*entry, Join(path, key));
-    if (value && (key == "password_env" ? !IsEnvName(*value) : value->empty())) {
-      AddError(
-          entry->Mark(), Join(path, key),
-          key == "password_env" ? "expected an environment variable name" : "expected a file path");
+    const bool env = key.size() >= 12 && key.compare(key.size() - 12, 12, "password_env") == 0;
+    if (value && (env ? !IsEnvName(*value) : value->empty())) {
+      AddError(entry->Mark(), Join(path, key),
+               env ? "expected an environment variable name" : "expected a file path");
       return std::nullopt;
     }
     return value;
   }
 
-  // Both password sources of a member or a discovery block; at most one may be set.
+  // Both password sources of a member or a discovery block (`prefix` "sentinel_" for the
+  // sentinels' own); at most one may be set.
   void PasswordSources(const Fields& fields, const std::string& path,
-                       std::optional<std::string>& file, std::optional<std::string>& env) {
-    file = PasswordSource(fields, path, "password_file");
-    env = PasswordSource(fields, path, "password_env");
+                       std::optional<std::string>& file, std::optional<std::string>& env,
+                       const std::string& prefix = "") {
+    file = PasswordSource(fields, path, prefix + "password_file");
+    env = PasswordSource(fields, path, prefix + "password_env");
     if (file && env) {
-      AddError(fields.at("password_env").Mark(), Join(path, "password_env"),
-               "only one of password_file and password_env may be set");
+      AddError(fields.at(prefix + "password_env").Mark(), Join(path, prefix + "password_env"),
+               "only one of " + prefix + "password_file and " + prefix + "password_env may be set");
     }
   }
 
@@ -952,7 +954,8 @@ class ConfigParser {
     const std::string block = Join(path, "redis");
     const std::optional<Fields> redis = ReadMapping(
         *entry, block,
-        {"master_name", "sentinels", "username", "password_file", "password_env", "tls"});
+        {"master_name", "sentinels", "username", "password_file", "password_env",
+         "sentinel_username", "sentinel_password_file", "sentinel_password_env", "tls"});
     if (!redis) return;
     RedisSpec& spec = cluster.redis;
     if (const Entry* name = Required(*redis, entry->value, block, "master_name")) {
@@ -970,6 +973,11 @@ class ConfigParser {
       spec.username = ValidName(*user, Join(block, "username")).value_or("");
     }
     PasswordSources(*redis, block, spec.password_file, spec.password_env);
+    if (const Entry* user = Optional(*redis, "sentinel_username")) {
+      spec.sentinel_username = ValidName(*user, Join(block, "sentinel_username")).value_or("");
+    }
+    PasswordSources(*redis, block, spec.sentinel_password_file, spec.sentinel_password_env,
+                    "sentinel_");
     if (const Entry* tls = Optional(*redis, "tls")) {
       if (Bool(*tls, Join(block, "tls")).value_or(false)) {
         AddError(tls->Mark(), Join(block, "tls"), "TLS to Redis is not supported yet");

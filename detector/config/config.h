@@ -52,6 +52,11 @@ struct RedisSpec {
   /// Where the members' password comes from, if anywhere (copied onto each member).
   std::optional<std::string> password_file;
   std::optional<std::string> password_env;
+  /// The sentinels' own AUTH (their `requirepass` or an ACL user), apart from the members':
+  /// Sentinel keeps its users separately.
+  std::string sentinel_username;
+  std::optional<std::string> sentinel_password_file;
+  std::optional<std::string> sentinel_password_env;
 };
 
 /// An application lease kept as a Redis string key (`SET key token NX PX ttl`, renewed, released

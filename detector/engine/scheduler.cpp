@@ -206,8 +206,10 @@ std::unique_ptr<MemberProbe> RedisMember(const ClusterSpec& spec, const MemberSp
 }
 
 std::unique_ptr<LockStore> RedisSentinelStore(const ClusterSpec& spec) {
-  return std::make_unique<SentinelStore>(spec.redis.sentinels, spec.redis.master_name,
-                                         spec.members);
+  return std::make_unique<SentinelStore>(
+      spec.redis.sentinels, spec.redis.master_name, spec.members,
+      SentinelAuth{spec.redis.sentinel_username, spec.redis.sentinel_password_file,
+                   spec.redis.sentinel_password_env});
 }
 
 std::string RedisSentinelRecord(const ClusterSpec& spec) {
