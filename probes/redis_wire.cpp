@@ -20,8 +20,10 @@ const redisReplyObjectFunctions* Defaults() {
   return defaults;
 }
 
-// Why the reader on this thread refused an array, for the error text (the constructor has no
-// way to say it to the reader, which only sees a null object: "out of memory").
+// What is left of the elements the reply being read on this thread may announce, and the
+// announcement refused, for the error text (the constructor has no way to say it to the
+// reader, which only sees a null object: "out of memory"). Nested arrays count together.
+thread_local long long t_elements_left = kMaxRedisArrayElements;
 thread_local int t_refused_elements = -1;
 
 void* CreateString(const redisReadTask* task, char* str, size_t len) {
@@ -29,10 +31,11 @@ void* CreateString(const redisReadTask* task, char* str, size_t len) {
 }
 
 void* CreateArray(const redisReadTask* task, int elements) {
-  if (elements > kMaxRedisArrayElements) {
+  if (elements > t_elements_left) {
     t_refused_elements = elements;
     return nullptr;
   }
+  if (elements > 0) t_elements_left -= elements;
   return Defaults()->createArray(task, elements);
 }
 
@@ -58,8 +61,9 @@ int ReaderFailed(redisContext* context) {
   if (t_refused_elements < 0) return REDIS_ERR;
   const int elements = t_refused_elements;
   t_refused_elements = -1;
-  return Fail(context, "array reply of " + std::to_string(elements) + " elements, over the " +
-                           std::to_string(kMaxRedisArrayElements) + " allowed");
+  return Fail(context, "an array of " + std::to_string(elements) +
+                           " elements takes the reply over " +
+                           std::to_string(kMaxRedisArrayElements) + " array elements");
 }
 
 }  // namespace
@@ -73,6 +77,7 @@ void LimitRedisReplies(redisContext* context) {
 int GetReplyBounded(redisContext* context, void** reply, std::size_t* budget) {
   *reply = nullptr;
   t_refused_elements = -1;
+  t_elements_left = kMaxRedisArrayElements;
   if (redisGetReplyFromReader(context, reply) != REDIS_OK) return ReaderFailed(context);
   if (*reply != nullptr) return REDIS_OK;
   int written = 0;

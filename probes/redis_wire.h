@@ -10,12 +10,13 @@ namespace sbd {
 /// (INFO, ROLE, SENTINEL master, a lease key cut to max_token_bytes, a SCAN batch) is a few
 /// KiB; a server sending more is broken or hostile, and hiredis 0.14 would buffer it all.
 constexpr std::size_t kMaxRedisPipelineBytes = 4 * 1024 * 1024;
-/// The most elements one array reply may announce: hiredis 0.14 allocates the element table
-/// for the announced count before any element arrives.
+/// The most array elements one reply may announce, nested arrays together: hiredis 0.14
+/// allocates each element table for the announced count before any element arrives.
 constexpr int kMaxRedisArrayElements = 64 * 1024;
 
-/// Makes the context's reader refuse an array reply announcing more than
-/// kMaxRedisArrayElements elements (a protocol error). Call once per context, after connect.
+/// Makes the context's reader refuse a reply whose arrays announce more than
+/// kMaxRedisArrayElements elements in all (a protocol error), counted per GetReplyBounded()
+/// call: read such a context only through it. Call once per context, after connect.
 /// Thread-safe (each context belongs to one thread at a time).
 void LimitRedisReplies(redisContext* context);
 

@@ -116,7 +116,18 @@ TEST_CASE("RedisClient: an array announcing too many elements is refused before 
   const ProbeFailure failure = AskInfo(server.port());
   INFO(failure.message);
   CHECK(failure.reason == ProbeFailureReason::kProtocol);
-  CHECK(failure.message.find("array reply of 2000000000 elements, over the 65536 allowed") !=
+  CHECK(failure.message.find(
+            "an array of 2000000000 elements takes the reply over 65536 array elements") !=
+        std::string::npos);
+}
+
+TEST_CASE("RedisClient: nested arrays count together against the element cap", "[redis_wire]") {
+  // 40000 + 40000 elements, each table allocated on announcement: refused at the second.
+  HostileServer server("*1\r\n*40000\r\n:1\r\n*40000\r\n", 0);
+  const ProbeFailure failure = AskInfo(server.port());
+  INFO(failure.message);
+  CHECK(failure.reason == ProbeFailureReason::kProtocol);
+  CHECK(failure.message.find("an array of 40000 elements takes the reply over 65536") !=
         std::string::npos);
 }
 
