@@ -45,8 +45,9 @@ std::variant<K8sApiAccess, std::string> KubeconfigOf(const YAML::Node& root,
   const std::string current = ScalarOf(root, "current-context");
   if (current.empty()) return std::string("no current-context");
   const YAML::Node context = Named(root, "contexts", current, "context");
-  if (!context.IsDefined() || context.IsNull())
+  if (!context.IsDefined() || context.IsNull()) {
     return std::string("the current context is not in contexts");
+  }
   const YAML::Node cluster = Named(root, "clusters", ScalarOf(context, "cluster"), "cluster");
   if (!cluster.IsDefined() || cluster.IsNull())
     return std::string("the current context's cluster is not in clusters");

@@ -454,7 +454,13 @@ TEST_CASE("k8s_lease detector: a rejected token reads LockStoreUnreadable with t
         return Firing(d, "LockStoreUnreadable").has_value();
       },
       3 * kTtl));
-  CHECK(sb.FirstPage("LockStoreUnreadable")->dump().find("not-the-token") == std::string::npos);
+  const json page = *sb.FirstPage("LockStoreUnreadable");
+  CAPTURE(page.dump());
+  CHECK(page["annotations"]
+            .value("description", "")
+            .find("Lock store unreadable: GET Lease default/orders: HTTP 401: the token was not "
+                  "accepted.") != std::string::npos);
+  CHECK(page.dump().find("not-the-token") == std::string::npos);
   CHECK(HttpGet(sb.port, "/status").find("not-the-token") == std::string::npos);
   CHECK(sb.detector->Log().find("not-the-token") == std::string::npos);
 }
