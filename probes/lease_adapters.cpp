@@ -25,22 +25,32 @@ ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec) {
   return query;
 }
 
+ClaimQuery ClaimQueryOf(const K8sLeaseSpec& spec) {
+  ClaimQuery query;
+  query.metric = spec.claim_metric;
+  query.lock_label = spec.lock_label;
+  query.lock = spec.lock;
+  query.token_label = spec.token_label;
+  return query;
+}
+
 namespace {
 
-ClaimTarget TargetOf(const ClusterSpec& spec, const MemberSpec& member) {
+ClaimTarget TargetOf(const ClaimQuery& query, const MemberSpec& member) {
   ClaimTarget target;
   target.member = member.name;
   target.url = member.claim_url;
-  target.query = ClaimQueryOf(spec.redis_lease);
+  target.query = query;
   return target;
 }
 
 }  // namespace
 
 LeaseClaimProbe::LeaseClaimProbe(const ClusterSpec& spec, const MemberSpec& member)
-    : claims_(TargetOf(spec, member)),
-      lock_(spec.redis_lease.lock),
-      identity_(member.lease_identity) {}
+    : LeaseClaimProbe(ClaimQueryOf(spec.redis_lease), member) {}
+
+LeaseClaimProbe::LeaseClaimProbe(const ClaimQuery& query, const MemberSpec& member)
+    : claims_(TargetOf(query, member)), lock_(query.lock), identity_(member.lease_identity) {}
 
 Observation LeaseClaimProbe::Probe(SteadyClock::time_point deadline, StartGate* gate) {
   ClaimObservation claim = claims_.Probe(deadline, gate);

@@ -25,6 +25,8 @@ std::string ShownToken(std::string_view token);
 
 /// The claim query of a redis_lease cluster, as MetricsClaimProbe takes it.
 ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec);
+/// The claim query of a k8s_lease cluster (client-go's metric by default), likewise.
+ClaimQuery ClaimQueryOf(const K8sLeaseSpec& spec);
 
 /// One candidate's claim (MetricsClaimProbe over its metrics_url) as an Observation holding a
 /// LockClaimReading: the lock's name as lineage; its token is the token label's value, else
@@ -33,6 +35,8 @@ ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec);
 class LeaseClaimProbe : public MemberProbe {
  public:
   LeaseClaimProbe(const ClusterSpec& spec, const MemberSpec& member);
+  /// The same on another kind's claim query (its `lock` names the lock).
+  LeaseClaimProbe(const ClaimQuery& query, const MemberSpec& member);
   Observation Probe(SteadyClock::time_point deadline, StartGate* gate) override;
 
  private:

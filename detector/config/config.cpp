@@ -604,10 +604,11 @@ class ConfigParser {
 
   ClusterSpec ParseCluster(const YAML::Node& node, const std::string& path, SeenNames& seen) {
     ClusterSpec cluster;
-    const std::optional<Fields> fields = ReadMapping(
-        node, path,
-        {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier", "members",
-         "scope", "namespace", "etcd", "discover", "discovery", "file_sd", "redis", "redis_lease"});
+    const std::optional<Fields> fields =
+        ReadMapping(node, path,
+                    {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier",
+                     "members", "scope", "namespace", "etcd", "discover", "discovery", "file_sd",
+                     "redis", "redis_lease", "k8s_lease"});
     if (!fields) return cluster;
     if (const Entry* name = Required(*fields, node, path, "name")) {
       cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
@@ -622,15 +623,18 @@ class ConfigParser {
     }
     const std::optional<bool> discover = ParsePatroniSettings(*fields, node, path, kind, cluster);
     if (const Entry* file_sd = Optional(*fields, "file_sd");
-        file_sd && (kind == ClusterKind::kRedis || kind == ClusterKind::kRedisLease)) {
+        file_sd && (kind == ClusterKind::kRedis || kind == ClusterKind::kRedisLease ||
+                    kind == ClusterKind::kK8sLease)) {
       AddError(file_sd->key.Mark(), Join(path, "file_sd"),
-               kind == ClusterKind::kRedis ? "not supported for kind: redis yet"
-                                           : "not supported for kind: redis_lease yet");
+               kind == ClusterKind::kRedis        ? "not supported for kind: redis yet"
+               : kind == ClusterKind::kRedisLease ? "not supported for kind: redis_lease yet"
+                                                  : "not supported for kind: k8s_lease yet");
     } else if (file_sd) {
       ParseFileSd(*file_sd, Join(path, "file_sd"), kind, cluster);
     }
     ParseRedisBlock(*fields, node, path, kind, cluster);
     ParseRedisLeaseBlock(*fields, node, path, kind, cluster);
+    ParseK8sLeaseBlock(*fields, node, path, kind, cluster);
     // file_sd may supply every member: the check for an empty list waits for its targets.
     ParseMembers(*fields, node, path, kind, discover, cluster);
     if (cluster.file_sd) ResolveFileSd(*fields, path, cluster);
@@ -652,7 +656,9 @@ class ConfigParser {
     if (text == "patroni") return ClusterKind::kPatroni;
     if (text == "redis") return ClusterKind::kRedis;
     if (text == "redis_lease") return ClusterKind::kRedisLease;
-    AddError(entry->Mark(), Join(path, "kind"), "expected postgres, patroni, redis or redis_lease");
+    if (text == "k8s_lease") return ClusterKind::kK8sLease;
+    AddError(entry->Mark(), Join(path, "kind"),
+             "expected postgres, patroni, redis, redis_lease or k8s_lease");
     return std::nullopt;
   }
 
@@ -804,7 +810,8 @@ class ConfigParser {
       // An invalid discover (reported) waives the check rather than guessing; file_sd may
       // supply every member (checked once its targets are read).
       if (kind != ClusterKind::kPostgres && kind != ClusterKind::kRedis &&
-          kind != ClusterKind::kRedisLease && discover.value_or(true)) {
+          kind != ClusterKind::kRedisLease && kind != ClusterKind::kK8sLease &&
+          discover.value_or(true)) {
         return;
       }
       if (cluster.file_sd) return;
@@ -1085,8 +1092,10 @@ class ConfigParser {
     }
   }
 
-  // The claim's metric, the label naming the lock and its value, and the token's label.
-  void ParseClaimQuery(const Entry& entry, const std::string& path, RedisLeaseSpec& spec) {
+  // The claim's metric, the label naming the lock and its value, and the token's label, into
+  // a RedisLeaseSpec or a K8sLeaseSpec (the same four fields).
+  template <typename LeaseSpec>
+  void ParseClaimQuery(const Entry& entry, const std::string& path, LeaseSpec& spec) {
     const std::optional<Fields> claim =
         ReadMapping(entry, path, {"metric", "lock_label", "lock", "token_label"});
     if (!claim) return;
@@ -1117,6 +1126,76 @@ class ConfigParser {
     }
   }
 
+  // ---- Kubernetes Leases: the API server and its credentials, the Lease, the claim query.
+
+  void ParseK8sLeaseBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
+                          Kind kind, ClusterSpec& cluster) {
+    const Entry* entry = Optional(fields, "k8s_lease");
+    if (entry && kind.has_value() && *kind != ClusterKind::kK8sLease) {
+      AddError(entry->key.Mark(), Join(path, "k8s_lease"), "only valid for kind: k8s_lease");
+      return;
+    }
+    if (!entry) {
+      if (kind == ClusterKind::kK8sLease)
+        AddError(node.Mark(), Join(path, "k8s_lease"), "required");
+      return;
+    }
+    const std::string block = Join(path, "k8s_lease");
+    const std::optional<Fields> lease = ReadMapping(
+        *entry, block,
+        {"api_server", "namespace", "lease", "token_file", "ca_file", "kubeconfig", "claim"});
+    if (!lease) return;
+    K8sLeaseSpec& spec = cluster.k8s_lease;
+    spec.lease = cluster.name;
+    ParseK8sLeaseSource(*lease, *entry, block, spec);
+    for (const char* key : {"namespace", "lease"}) {
+      const Entry* e = Optional(*lease, key);
+      if (!e) continue;
+      const std::optional<std::string> value = ValidName(*e, Join(block, key));
+      if (value) (std::string(key) == "lease" ? spec.lease : spec.lease_namespace) = *value;
+    }
+    spec.lock = spec.lease;
+    if (const Entry* claim = Optional(*lease, "claim")) {
+      ParseClaimQuery(*claim, Join(block, "claim"), spec);
+    }
+  }
+
+  // api_server (with token_file and ca_file, a service account's by default) or kubeconfig.
+  void ParseK8sLeaseSource(const Fields& lease, const Entry& entry, const std::string& block,
+                           K8sLeaseSpec& spec) {
+    const Entry* server = Optional(lease, "api_server");
+    const Entry* kubeconfig = Optional(lease, "kubeconfig");
+    if (server && kubeconfig) {
+      AddError(kubeconfig->key.Mark(), Join(block, "kubeconfig"),
+               "only one of api_server and kubeconfig may be set");
+    } else if (!server && !kubeconfig) {
+      AddError(entry.Mark(), Join(block, "api_server"), "required (or kubeconfig)");
+    }
+    if (server) {
+      spec.api_server = HttpUrl(*server, Join(block, "api_server"), true).value_or("");
+      if (!spec.api_server.empty() && !StartsWith(spec.api_server, "https://")) {
+        AddError(server->Mark(), Join(block, "api_server"), "expected an https:// URL");
+      }
+      spec.token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+      spec.ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+    }
+    for (const char* key : {"token_file", "ca_file", "kubeconfig"}) {
+      const Entry* e = Optional(lease, key);
+      if (!e) continue;
+      if (kubeconfig && std::string(key) != "kubeconfig") {
+        AddError(e->key.Mark(), Join(block, key), "not valid with kubeconfig (it names its own)");
+        continue;
+      }
+      const std::optional<std::string> value = String(*e, Join(block, key));
+      if (value && value->empty()) AddError(e->Mark(), Join(block, key), "expected a path");
+      if (!value || value->empty()) continue;
+      const std::string name = key;
+      (name == "token_file" ? spec.token_file
+       : name == "ca_file"  ? spec.ca_file
+                            : spec.kubeconfig) = *value;
+    }
+  }
+
   MemberSpec ParseLeaseMember(const YAML::Node& node, const std::string& path, SeenNames& seen) {
     MemberSpec member;
     const std::optional<Fields> fields =
@@ -1144,7 +1223,9 @@ class ConfigParser {
   MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen,
                          Kind kind) {
     if (kind == ClusterKind::kRedis) return ParseRedisMember(node, path, seen);
-    if (kind == ClusterKind::kRedisLease) return ParseLeaseMember(node, path, seen);
+    if (kind == ClusterKind::kRedisLease || kind == ClusterKind::kK8sLease) {
+      return ParseLeaseMember(node, path, seen);
+    }
     MemberSpec member;
     const std::optional<Fields> fields =
         ReadMapping(node, path, {"name", "dsn", "password_file", "password_env", "patroni_url"});

@@ -41,7 +41,7 @@ struct MemberSpec {
 
 /// What kind of cluster this is: plain PostgreSQL, Patroni with its lock in etcd, or a Redis
 /// replication group whose record Sentinel keeps.
-enum class ClusterKind { kPostgres, kPatroni, kRedis, kRedisLease };
+enum class ClusterKind { kPostgres, kPatroni, kRedis, kRedisLease, kK8sLease };
 
 /// A Redis replication group under Sentinel (the cluster's `redis:` block). Members are Redis
 /// servers (`address: host:port`); the sentinels keep the record of which one is master.
@@ -76,6 +76,24 @@ struct RedisLeaseSpec {
   std::string lock_label = "name";
   std::string lock;         ///< default: the cluster's name
   std::string token_label;  ///< empty: claims carry no token (members' identity names them)
+};
+
+/// A Kubernetes Lease (`coordination.k8s.io/v1`) read through the API server, its candidates
+/// (client-go leader election) exporting `leader_election_master_status` (the cluster's
+/// `k8s_lease:` block). Either `api_server` with a token and CA file (a service account's by
+/// default), or `kubeconfig`, whose current context gives the server, CA and token.
+struct K8sLeaseSpec {
+  std::string api_server;  ///< "https://host:port"; empty when `kubeconfig` gives it
+  std::string lease_namespace = "default";
+  std::string lease;       ///< the Lease's name; default: the cluster's name
+  std::string token_file;  ///< the bearer token, re-read at each read (tokens rotate)
+  std::string ca_file;     ///< PEM bundle the API server's certificate must chain to
+  std::string kubeconfig;  ///< a kubeconfig path; when set, server, CA and token come from it
+  /// The claim, as redis_lease has it; `lock` defaults to the Lease's name.
+  std::string claim_metric = "leader_election_master_status";
+  std::string lock_label = "name";
+  std::string lock;
+  std::string token_label;  ///< empty: client-go's metric has no token label
 };
 
 /// How to reach members found in the DCS: their conn_url gives host and port, this gives the
@@ -138,6 +156,8 @@ struct ClusterSpec {
   RedisSpec redis;
   /// Application leases: the key, the login and the claim query.
   RedisLeaseSpec redis_lease;
+  /// Kubernetes Leases: the API server, the Lease and the claim query.
+  K8sLeaseSpec k8s_lease;
 };
 
 /// Where alerts go: every Alertmanager gets every alert (POST /api/v2/alerts).

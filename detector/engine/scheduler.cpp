@@ -11,6 +11,7 @@
 #include "probes/async_probe.h"
 #include "probes/etcd.h"
 #include "probes/http_json.h"
+#include "probes/k8s_lease.h"
 #include "probes/lease_adapters.h"
 #include "probes/patroni.h"
 #include "probes/postgres.h"
@@ -231,6 +232,17 @@ std::string RedisLeaseRecord(const ClusterSpec& spec) {
                                 : "keys matching " + LogfmtEscape(lease.pattern));
 }
 
+std::unique_ptr<MemberProbe> K8sLeaseClaimMember(const ClusterSpec& spec,
+                                                 const MemberSpec& member) {
+  return std::make_unique<LeaseClaimProbe>(ClaimQueryOf(spec.k8s_lease), member);
+}
+
+std::unique_ptr<LockStore> K8sLeaseObjectStore(const ClusterSpec& spec) {
+  return std::make_unique<K8sLeaseStore>(spec);
+}
+
+std::string K8sLeaseObjectRecord(const ClusterSpec& spec) { return K8sLeaseRecord(spec.k8s_lease); }
+
 // A built-in kind: the name the config spells, the probe of its members, the lock store that
 // keeps its record (none when the members' claims are all there is) and where that store
 // keeps it.
@@ -250,6 +262,8 @@ constexpr BuiltInKind kBuiltInKinds[] = {
     {ClusterKind::kRedis, "redis", RedisMember, RedisSentinelStore, RedisSentinelRecord},
     {ClusterKind::kRedisLease, "redis_lease", LeaseClaimMember, RedisLeaseKeyStore,
      RedisLeaseRecord},
+    {ClusterKind::kK8sLease, "k8s_lease", K8sLeaseClaimMember, K8sLeaseObjectStore,
+     K8sLeaseObjectRecord},
 };
 
 const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {

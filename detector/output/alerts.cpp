@@ -84,7 +84,8 @@ std::string Evidence(const ClusterSnapshot& c, Millis resend_interval) {
       }
       out << ".";
     } else {
-      out << " Lock store unreadable.";
+      // The store's reason (a probe's message: never a secret), so that the page says why.
+      out << " Lock store unreadable" << (a.lock_error.empty() ? "" : ": " + a.lock_error) << ".";
     }
   }
   for (const auto& member : c.spec.members) {
