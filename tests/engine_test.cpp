@@ -1,8 +1,10 @@
 // The engine (Scheduler) driven through its interfaces: member probes and lock stores are
 // in-process fakes that answer from a script, so each scenario is exact and needs no server.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -571,5 +573,42 @@ TEST_CASE("engine: the outputs follow the lock store a cluster has, not its kind
   CHECK_FALSE(bare_status["evidence"].contains("zombies"));
   CHECK(bare_status["evidence"].contains("other_scope"));  // its scope is still checked
   CHECK_FALSE(bare_status["members"][0].contains("holds_lock"));
+}
+size_t ThreadsOfThisProcess() {
+  size_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++count;
+  }
+  return count;
+}
+
+// Rounds run on the event loop and blocking calls on a bounded pool: starting 200 clusters
+// adds no thread (a thread per cluster would add 200).
+TEST_CASE("engine: the threads stay the same whatever the number of clusters", "[engine]") {
+  FakeWorld world;
+  std::ostringstream yaml;
+  yaml << "clusters:\n";
+  for (int i = 0; i < 200; ++i) {
+    yaml << "  - name: c" << i << "\n    ttl: 3s\n    probe_interval: 500ms\n"
+         << "    probe_timeout: 300ms\n"
+         << MembersYaml({"c" + std::to_string(i) + "-a", "c" + std::to_string(i) + "-b"});
+  }
+  Scheduler scheduler(MustParse(yaml.str()), world.Factories());
+  CHECK(scheduler.probe_threads() == kMaxProbeThreads);  // 400 probe calls, a bounded pool
+  const size_t before = ThreadsOfThisProcess();
+  scheduler.Start();
+  const bool ran = sbd::testing::WaitFor(
+      [&] {
+        const auto clusters = scheduler.Snapshot();
+        return std::all_of(clusters.begin(), clusters.end(),
+                           [](const ClusterSnapshot& c) { return c.rounds >= 2; });
+      },
+      std::chrono::seconds(20), milliseconds(50));
+  const size_t during = ThreadsOfThisProcess();
+  scheduler.Stop();
+  CHECK(ran);
+  CHECK(during <= before + 2);
+  CHECK(scheduler.probe_threads() == kMaxProbeThreads);
 }
 }  // namespace sbd

@@ -334,6 +334,7 @@ void ProbeExecutor::Submit(std::function<void()> task) {
 }
 
 void ProbeExecutor::EnsureThreads(size_t threads) {
+  threads = std::min(threads, kMaxProbeThreads);
   std::lock_guard<std::mutex> lock(mu_);
   while (!stop_ && threads_.size() < threads) threads_.emplace_back([this] { Work(); });
 }
@@ -366,8 +367,8 @@ struct Scheduler::MemberSlot {
   std::atomic<bool> rest_busy{false};
 };
 
-/// A cluster's probes and state. Only its own thread changes `members` and `state.spec`
-/// (under Scheduler::mu_), so that thread may read them without the lock.
+/// A cluster's probes and state. Only its round (on the loop thread, one at a time) changes
+/// `members` and `state.spec` (under Scheduler::mu_), so it may read them without the lock.
 struct Scheduler::ClusterRuntime {
   /// Shared with the calls in flight, so that a member dropped by discovery outlives them.
   std::vector<std::shared_ptr<MemberSlot>> members;
@@ -376,10 +377,18 @@ struct Scheduler::ClusterRuntime {
   /// Discovered members absent from the DCS's latest answer, and since when.
   std::map<std::string, WallClock::time_point> absent_since;
   ClusterSnapshot state;  // guarded by Scheduler::mu_
+  // The loop thread's only (the timers are made there, on the cluster's first round):
+  std::unique_ptr<LoopTimer> round_timer;    // the next round
+  std::unique_ptr<LoopTimer> collect_timer;  // the deadline of the ProbeRound under way
+  SteadyClock::time_point next{};            // the next round's slot (also under mu_)
+  bool in_round = false;
+  bool again = false;                               // a round was asked for while one was under way
+  std::vector<std::function<void()>> waiting_this;  // told when the round under way ends
+  std::vector<std::function<void()>> waiting_next;  // told when the next round ends
 };
 
 Scheduler::Scheduler(const ValidatedConfig& config, ProbeFactories factories)
-    : factories_(std::move(factories)) {
+    : factories_(std::move(factories)), loop_(EventLoop::Shared()) {
   executor_ = std::make_unique<ProbeExecutor>(2);
   for (const auto& spec : config.clusters()) {
     auto cluster = std::make_unique<ClusterRuntime>();
@@ -412,7 +421,10 @@ void Scheduler::SizeExecutor() {
   // the lock store, and the member probe plus the manager for each member. A member probe on
   // the event loop needs no thread. A cluster with a lock store may learn managers and new
   // members from its record: it keeps room for the calls of five members at least, so that
-  // the first discoveries need no new threads.
+  // the first discoveries need no new threads. Up to kMaxProbeThreads, whatever the number of
+  // clusters: past it, calls wait in the executor's queue, and one that is still waiting at
+  // its deadline answers a timeout ("not started before the deadline") without running, so a
+  // saturated pool makes readings fail (unreadable, never healthy) and never stalls a round.
   size_t calls = 0;
   std::unique_lock<std::mutex> lock(mu_);
   for (const auto& cluster : clusters_) {
@@ -463,28 +475,217 @@ void Scheduler::SetDeclarationSource(DeclarationSource source) {
   declarations_ = std::move(source);
 }
 
-void Scheduler::Start() {
-  for (auto& cluster : clusters_) {
-    threads_.emplace_back([this, c = cluster.get()] { ClusterLoop(*c); });
+namespace {
+
+// Why a reading is missing when its round collects.
+constexpr const char* kNoAnswer = "no answer before the deadline";
+constexpr const char* kStillRunning = "previous probe still running";
+// What a call answers when it waited in the executor's queue until its deadline.
+constexpr const char* kNotStarted = "not started before the deadline: every probe thread was busy";
+
+// Runs `task` on the loop thread and waits for it (at once when already there).
+void RunOnLoopAndWait(EventLoop& loop, const std::function<void()>& task) {
+  if (loop.OnLoopThread()) {
+    task();
+    return;
   }
+  auto ran = std::make_shared<std::promise<void>>();
+  std::future<void> done = ran->get_future();
+  loop.Post([&task, ran] {
+    Guarded("scheduler", task);
+    ran->set_value();
+  });
+  done.wait();
+}
+
+}  // namespace
+
+/// One ProbeRound in flight: what has answered so far, and whom to hand the readings to once
+/// all are in or the deadline (plus the grace) has passed. Shared with the calls in flight,
+/// which may answer after the round moved on (then they are dropped); touches nothing but
+/// itself until it hands over. Loop thread only.
+struct Scheduler::Collector {
+  std::vector<std::string> names;
+  ReadingWindow started;
+  std::vector<std::optional<Observation>> members;
+  std::vector<const char*> members_missing;  // why, when a member has no answer
+  std::vector<bool> want_claims;
+  std::vector<std::optional<PatroniResult>> claims;
+  std::vector<const char*> claims_missing;
+  bool want_dcs = false;
+  std::optional<DcsResult> dcs;
+  const char* dcs_missing = kNoAnswer;
+  int waiting = 1;  // the calls in flight, plus the launch itself until everything started
+  bool done = false;
+  ReadingsDone then;
+
+  void Answered() {
+    if (--waiting == 0) Finish();
+  }
+
+  // Hands over what is in; a reading still missing is a timeout with its reason.
+  void Finish() {
+    if (done) return;
+    done = true;
+    RoundReadings out;
+    for (size_t i = 0; i < names.size(); ++i) {
+      Observation obs =
+          members[i] ? std::move(*members[i]) : TimedOut(names[i], started, members_missing[i]);
+      if (want_claims[i]) {
+        obs.patroni =
+            claims[i]
+                ? std::move(*claims[i])
+                : PatroniResult(ProbeFailure{ProbeFailureReason::kTimeout, claims_missing[i]});
+      }
+      out.members.push_back(std::move(obs));
+    }
+    if (want_dcs) {
+      out.dcs = dcs ? std::move(*dcs)
+                    : DcsResult(ProbeFailure{ProbeFailureReason::kTimeout, dcs_missing});
+    }
+    ReadingsDone next = std::move(then);
+    then = nullptr;
+    next(std::move(out));
+  }
+};
+
+/// A round under way, carried from one continuation to the next on the loop thread.
+struct Scheduler::RoundWork {
+  RoundTimes times;
+  bool on_timer = false;  // started by the cluster's timer (not asked for)
+  RoundReadings readings;
+  std::string lineage;
+  std::vector<size_t> again;  // the confirmation candidates
+  int retries = 0;
+  Confirmation confirmation;
+  bool ended = false;
+};
+
+void Scheduler::Start() {
+  started_ = true;
+  loop_.Post([this] {
+    for (auto& cluster : clusters_) {
+      cluster->next = SteadyClock::now();
+      StartRound(*cluster, true, nullptr);
+    }
+  });
 }
 
 void Scheduler::Stop() {
+  stopping_ = true;
+  // After this runs no round starts (each checks stopping_ on the loop); those under way end
+  // by their deadlines.
+  RunOnLoopAndWait(loop_, [this] {
+    for (auto& cluster : clusters_) {
+      if (cluster->round_timer) cluster->round_timer->Stop();
+    }
+  });
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
+    std::unique_lock<std::mutex> lock(mu_);
+    rounds_cv_.wait(lock, [this] { return rounds_in_flight_ == 0; });
   }
-  stop_cv_.notify_all();
-  for (auto& t : threads_) t.join();
-  threads_.clear();
+  RunOnLoopAndWait(loop_, [this] {
+    for (auto& cluster : clusters_) {
+      cluster->round_timer.reset();
+      cluster->collect_timer.reset();
+    }
+  });
 }
 
 void Scheduler::RunOnce() {
-  std::vector<std::thread> rounds;
+  struct Waiting {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t rounds = 0;
+  };
+  auto waiting = std::make_shared<Waiting>();
+  waiting->rounds = clusters_.size();
   for (auto& cluster : clusters_) {
-    rounds.emplace_back([this, c = cluster.get()] { Guarded("round", [&] { RunRound(*c); }); });
+    RequestRound(*cluster, [waiting] {
+      std::lock_guard<std::mutex> lock(waiting->mu);
+      if (--waiting->rounds == 0) waiting->cv.notify_all();
+    });
   }
-  for (auto& t : rounds) t.join();
+  std::unique_lock<std::mutex> lock(waiting->mu);
+  waiting->cv.wait(lock, [&] { return waiting->rounds == 0; });
+}
+
+void Scheduler::RequestRound(ClusterRuntime& cluster, std::function<void()> done) {
+  loop_.Post([this, &cluster, done = std::move(done)]() mutable {
+    StartRound(cluster, false, std::move(done));
+  });
+}
+
+void Scheduler::StartRound(ClusterRuntime& cluster, bool on_timer, std::function<void()> done) {
+  if (stopping_) {
+    if (done) done();
+    return;
+  }
+  if (done) cluster.waiting_next.push_back(std::move(done));
+  if (cluster.in_round) {
+    cluster.again = true;  // right after the one under way
+    return;
+  }
+  if (!cluster.round_timer) {
+    cluster.round_timer = std::make_unique<LoopTimer>(loop_);
+    cluster.collect_timer = std::make_unique<LoopTimer>(loop_);
+  }
+  cluster.round_timer->Stop();
+  cluster.in_round = true;
+  cluster.waiting_this.swap(cluster.waiting_next);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++rounds_in_flight_;
+  }
+  auto work = std::make_shared<RoundWork>();
+  work->on_timer = on_timer;
+  work->times.start_wall = WallClock::now();
+  work->times.start = SteadyClock::now();
+  std::vector<size_t> everyone(cluster.state.spec.members.size());
+  for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
+  const bool launched = Guarded("round", [&] {
+    ProbeRound(cluster, everyone, false, [this, &cluster, work](RoundReadings readings) {
+      if (work->ended) return;
+      work->readings = std::move(readings);
+      if (!Guarded("round", [&] { AfterReadings(cluster, work); })) EndRound(cluster, *work);
+    });
+  });
+  if (!launched) EndRound(cluster, *work);
+}
+
+void Scheduler::EndRound(ClusterRuntime& cluster, RoundWork& work) {
+  if (work.ended) return;
+  work.ended = true;
+  cluster.in_round = false;
+  if (cluster.collect_timer) cluster.collect_timer->Stop();
+  std::vector<std::function<void()>> waiting;
+  waiting.swap(cluster.waiting_this);
+  for (auto& done : waiting) Guarded("round waiter", done);
+  const bool again = cluster.again;
+  cluster.again = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (started_) {
+      // Read each time: with no ttl in the config, the interval follows the lock store's.
+      cluster.next =
+          (work.on_timer ? cluster.next : work.times.start) + cluster.state.spec.probe_interval;
+      const auto now = SteadyClock::now();
+      if (cluster.next < now) {
+        // The round ran past the next slot: start at once rather than firing a burst.
+        ++cluster.state.overruns;
+        cluster.next = now;
+      }
+    }
+    --rounds_in_flight_;
+  }
+  rounds_cv_.notify_all();
+  if (stopping_) return;
+  if (again) {
+    StartRound(cluster, false, nullptr);
+  } else if (started_) {
+    cluster.round_timer->Arm(cluster.next,
+                             [this, &cluster] { StartRound(cluster, true, nullptr); });
+  }
 }
 
 std::vector<ClusterSnapshot> Scheduler::Snapshot() const {
@@ -502,131 +703,120 @@ bool Scheduler::AllClustersHaveRun() const {
   return true;
 }
 
-void Scheduler::ClusterLoop(ClusterRuntime& cluster) {
-  auto next = SteadyClock::now();
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    lock.unlock();
-    // A round that throws (it must not) is counted; the cluster is probed again next interval.
-    Guarded("round", [&] { RunRound(cluster); });
-    lock.lock();
-    // Read each time: with no ttl in the config, the interval follows the lock store's.
-    next += cluster.state.spec.probe_interval;
-    auto now = SteadyClock::now();
-    if (next < now) {
-      // The round ran past the next slot: start at once rather than firing a burst.
-      ++cluster.state.overruns;
-      next = now;
-    }
-    stop_cv_.wait_until(lock, next, [this] { return stopping_; });
-  }
-}
-
 template <typename T>
-std::optional<std::future<T>> Scheduler::Launch(std::shared_ptr<MemberSlot> keep,
-                                                std::atomic<bool>& busy, std::function<T()> call,
-                                                std::function<T(ProbeFailure)> failed) {
-  if (busy.exchange(true)) return std::nullopt;
-  auto promise = std::make_shared<std::promise<T>>();
-  auto future = promise->get_future();
-  executor_->Submit(
-      [keep = std::move(keep), &busy, promise, call = std::move(call), failed = std::move(failed)] {
-        std::optional<T> value;
-        // A probe that throws (it must not) still answers, and its member is probed again.
-        Guarded("probe", [&] { value.emplace(call()); });
-        if (!value) {
-          value.emplace(failed(ProbeFailure{ProbeFailureReason::kInternal,
-                                            "the probe failed unexpectedly (internal error)"}));
-        }
-        busy.store(false);
-        promise->set_value(std::move(*value));
-      });
-  return future;
+bool Scheduler::Launch(std::shared_ptr<MemberSlot> keep, std::atomic<bool>& busy,
+                       SteadyClock::time_point deadline, std::function<T()> call,
+                       std::function<T(ProbeFailure)> failed, std::function<void(T)> deliver) {
+  if (busy.exchange(true)) return false;
+  EventLoop* loop = &loop_;
+  executor_->Submit([keep = std::move(keep), &busy, deadline, loop, call = std::move(call),
+                     failed = std::move(failed), deliver = std::move(deliver)] {
+    std::optional<T> value;
+    if (SteadyClock::now() >= deadline) {
+      // Saturated: it waited in the queue until its deadline, and answers as a timeout.
+      value.emplace(failed(ProbeFailure{ProbeFailureReason::kTimeout, kNotStarted}));
+    } else {
+      // A probe that throws (it must not) still answers, and its member is probed again.
+      Guarded("probe", [&] { value.emplace(call()); });
+    }
+    if (!value) {
+      value.emplace(failed(ProbeFailure{ProbeFailureReason::kInternal,
+                                        "the probe failed unexpectedly (internal error)"}));
+    }
+    busy.store(false);
+    loop->Post([deliver, answer = std::move(*value)]() mutable { deliver(std::move(answer)); });
+  });
+  return true;
 }
 
-std::optional<std::future<Observation>> Scheduler::LaunchOnLoop(std::shared_ptr<MemberSlot> slot,
-                                                                const std::string& name,
-                                                                SteadyClock::time_point deadline,
-                                                                std::shared_ptr<LoopGate> gate) {
-  if (slot->busy.exchange(true)) return std::nullopt;
-  auto promise = std::make_shared<std::promise<Observation>>();
-  auto future = promise->get_future();
+bool Scheduler::LaunchOnLoop(std::shared_ptr<MemberSlot> slot, const std::string& name,
+                             SteadyClock::time_point deadline, std::shared_ptr<LoopGate> gate,
+                             std::function<void(Observation)> deliver) {
+  if (slot->busy.exchange(true)) return false;
+  EventLoop* loop = &loop_;
   AsyncMemberProbe& probe = *slot->async;
-  probe.loop().Post([slot, name, deadline, gate, promise]() mutable {
+  probe.loop().Post([slot, name, deadline, gate, loop, deliver = std::move(deliver)]() mutable {
     MemberSlot* member = slot.get();
-    auto answered = std::make_shared<bool>(false);  // the loop thread's only
+    auto answered = std::make_shared<bool>(false);  // the probe loop thread's only
     // `slot` rides in the callback, so that a member dropped by discovery outlives its call.
-    const bool started = Guarded("probe", [&] {
-      member->async->Start(deadline, std::move(gate), [slot, promise, answered](Observation obs) {
-        *answered = true;
-        slot->busy.store(false);
-        promise->set_value(std::move(obs));
-      });
-    });
+    auto answer = [slot, loop, answered, deliver](Observation obs) {
+      *answered = true;
+      slot->busy.store(false);
+      loop->Post([deliver, obs = std::move(obs)]() mutable { deliver(std::move(obs)); });
+    };
+    const bool started =
+        Guarded("probe", [&] { member->async->Start(deadline, std::move(gate), answer); });
     if (!started && !*answered) {
       // A probe that throws (it must not) still answers, and its member is probed again.
       Observation obs = TimedOut(name, ReadingWindow{WallClock::now(), SteadyClock::now(), {}}, "");
       obs.result = ProbeFailure{ProbeFailureReason::kInternal,
                                 "the probe failed unexpectedly (internal error)"};
-      *answered = true;
-      member->busy.store(false);
-      promise->set_value(std::move(obs));
+      answer(std::move(obs));
     }
   });
-  return future;
+  return true;
 }
 
-std::optional<std::future<Observation>> Scheduler::LaunchMember(
-    const std::shared_ptr<MemberSlot>& shared, const std::string& name,
-    SteadyClock::time_point deadline, const ReadingWindow& started,
-    const std::shared_ptr<StartGate>& gate, const std::shared_ptr<LoopGate>& loop_gate) {
+bool Scheduler::LaunchMember(const std::shared_ptr<MemberSlot>& shared, const std::string& name,
+                             SteadyClock::time_point deadline, const ReadingWindow& started,
+                             const std::shared_ptr<StartGate>& gate,
+                             const std::shared_ptr<LoopGate>& loop_gate,
+                             std::function<void(Observation)> deliver) {
   MemberSlot& slot = *shared;
   if (slot.async) {
-    auto launched = LaunchOnLoop(shared, name, deadline, loop_gate);
+    const bool launched = LaunchOnLoop(shared, name, deadline, loop_gate, std::move(deliver));
     // Not started: the loop gate must not wait for it (posted: the gate lives on the loop).
     if (!launched && loop_gate) slot.async->loop().Post([loop_gate] { loop_gate->Leave(); });
     return launched;
   }
-  auto launched = Launch<Observation>(
-      shared, slot.busy,
+  const bool launched = Launch<Observation>(
+      shared, slot.busy, deadline,
       [&slot, deadline, gate] { return slot.probe->Probe(deadline, gate.get()); },
       [name, started, gate](ProbeFailure f) {
-        // A probe that threw may not have arrived at the gate.
+        // A probe that threw, or never ran, may not have arrived at the gate.
         if (gate) gate->Arrive();
         Observation obs = TimedOut(name, started, "");
         obs.result = std::move(f);
         return obs;
-      });
+      },
+      std::move(deliver));
   if (!launched && gate) gate->Arrive();
   return launched;
 }
 
-Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
-                                               const std::vector<size_t>& member_indexes,
-                                               bool confirmation) {
+void Scheduler::ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& member_indexes,
+                           bool confirmation, ReadingsDone then) {
   const ClusterSpec& spec = cluster.state.spec;
   const auto deadline = SteadyClock::now() + spec.probe_timeout;
-  const ReadingWindow started{WallClock::now(), SteadyClock::now(), SteadyClock::now()};
-  // The previous call of a probe may still be blocked (e.g. in libpq's connect_timeout):
-  // that is its answer again, and the round does not wait for it.
-  auto collect = [&](auto& future, auto on_missing) {
-    using T = std::decay_t<decltype(future->get())>;
-    if (!future) return on_missing("previous probe still running");
-    if (future->wait_until(deadline + kCollectGrace) != std::future_status::ready) {
-      return on_missing("no answer before the deadline");
-    }
-    return T(future->get());
-  };
-
+  const size_t n = member_indexes.size();
+  auto c = std::make_shared<Collector>();
+  c->started = ReadingWindow{WallClock::now(), SteadyClock::now(), SteadyClock::now()};
+  c->then = std::move(then);
+  c->members.resize(n);
+  c->members_missing.assign(n, kNoAnswer);
+  c->want_claims.assign(n, false);
+  c->claims.resize(n);
+  c->claims_missing.assign(n, kNoAnswer);
   // Everything starts before anything is awaited: lock store, PostgreSQL and REST together.
   // The lock store is re-read at confirmation too: a failover's new holder takes the key
   // just before it promotes, so the first round may have read the key before it existed.
-  std::optional<std::future<DcsResult>> dcs;
+  // The previous call of a probe may still be blocked (e.g. in libpq's connect_timeout):
+  // that is its answer again, and the round does not wait for it.
   if (cluster.lock_store) {
-    dcs = Launch<DcsResult>(
-        nullptr, cluster.dcs_busy,
+    c->want_dcs = true;
+    ++c->waiting;
+    const bool launched = Launch<DcsResult>(
+        nullptr, cluster.dcs_busy, deadline,
         [&cluster, deadline] { return cluster.lock_store->Read(deadline); },
-        [](ProbeFailure f) { return DcsResult(std::move(f)); });
+        [](ProbeFailure f) { return DcsResult(std::move(f)); },
+        [c](DcsResult dcs) {
+          c->dcs = std::move(dcs);
+          c->Answered();
+        });
+    if (!launched) {
+      --c->waiting;
+      c->dcs_missing = kStillRunning;
+    }
   }
   // The re-probe's readings are sent together: probes on a thread through one gate, probes on
   // the event loop through another (a cluster's members are all of one kind).
@@ -635,65 +825,58 @@ Scheduler::RoundReadings Scheduler::ProbeRound(ClusterRuntime& cluster,
   if (confirmation) {
     const auto on_loop = std::count_if(member_indexes.begin(), member_indexes.end(),
                                        [&](size_t i) { return cluster.members[i]->async; });
-    gate = std::make_shared<StartGate>(static_cast<int>(member_indexes.size() - on_loop));
+    gate = std::make_shared<StartGate>(static_cast<int>(n - on_loop));
     loop_gate = std::make_shared<LoopGate>(static_cast<int>(on_loop));
   }
-  std::vector<std::optional<std::future<Observation>>> databases;
-  std::vector<std::optional<std::future<PatroniResult>>> claims(member_indexes.size());
-  for (size_t i = 0; i < member_indexes.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const std::shared_ptr<MemberSlot>& shared = cluster.members[member_indexes[i]];
     MemberSlot& slot = *shared;
-    const std::string& name = spec.members[member_indexes[i]].name;
-    databases.push_back(LaunchMember(shared, name, deadline, started, gate, loop_gate));
-    if (slot.rest && !confirmation) {
-      claims[i] = Launch<PatroniResult>(
-          shared, slot.rest_busy, [&slot, deadline] { return slot.rest->Read(deadline); },
-          [](ProbeFailure f) { return PatroniResult(std::move(f)); });
+    c->names.push_back(spec.members[member_indexes[i]].name);
+    ++c->waiting;
+    if (!LaunchMember(shared, c->names[i], deadline, c->started, gate, loop_gate,
+                      [c, i](Observation obs) {
+                        c->members[i] = std::move(obs);
+                        c->Answered();
+                      })) {
+      --c->waiting;
+      c->members_missing[i] = kStillRunning;
+    }
+    if (!slot.rest || confirmation) continue;
+    c->want_claims[i] = true;
+    ++c->waiting;
+    const bool launched = Launch<PatroniResult>(
+        shared, slot.rest_busy, deadline, [&slot, deadline] { return slot.rest->Read(deadline); },
+        [](ProbeFailure f) { return PatroniResult(std::move(f)); },
+        [c, i](PatroniResult claim) {
+          c->claims[i] = std::move(claim);
+          c->Answered();
+        });
+    if (!launched) {
+      --c->waiting;
+      c->claims_missing[i] = kStillRunning;
     }
   }
-
-  RoundReadings out;
-  for (size_t i = 0; i < member_indexes.size(); ++i) {
-    const size_t index = member_indexes[i];
-    const std::string& name = spec.members[index].name;
-    Observation obs =
-        collect(databases[i], [&](const char* why) { return TimedOut(name, started, why); });
-    if (cluster.members[index]->rest && !confirmation) {
-      obs.patroni = collect(claims[i], [](const char* why) {
-        return PatroniResult(ProbeFailure{ProbeFailureReason::kTimeout, why});
-      });
-    }
-    out.members.push_back(std::move(obs));
-  }
-  if (cluster.lock_store) {
-    out.dcs = collect(dcs, [](const char* why) {
-      return DcsResult(ProbeFailure{ProbeFailureReason::kTimeout, why});
-    });
-  }
-  return out;
+  cluster.collect_timer->Arm(deadline + kCollectGrace, [c] { c->Finish(); });
+  c->Answered();  // everything started: the last answer (or the timer) hands over
 }
 
-void Scheduler::RunRound(ClusterRuntime& cluster) {
-  RoundTimes times;
-  times.start_wall = WallClock::now();
-  times.start = SteadyClock::now();
-  std::vector<size_t> everyone(cluster.state.spec.members.size());
-  for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
-  RoundReadings readings = ProbeRound(cluster, everyone, false);
-  const std::string lineage = PreviewLineage(cluster, readings, times.start_wall);
-  const Confirmation confirmation = ConfirmRound(cluster, readings, lineage);
-  // Stores that keep a token name the member claiming with it (application leases).
-  if (readings.dcs) NameHolderByToken(*readings.dcs, readings.members);
-  times.end_wall = WallClock::now();
-  // Outside the lock: the source may read files.
-  const std::vector<Declaration> active = ActiveDeclarations(times.end_wall);
-  ClusterSnapshot snapshot;
-  const RoundListener listener =
-      RecordRound(cluster, readings, confirmation, active, times, snapshot);
-  if (readings.dcs) {
-    if (const DcsView* view = std::get_if<DcsView>(&*readings.dcs)) AdoptDcsMembers(cluster, *view);
+void Scheduler::AfterReadings(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work) {
+  work->lineage = PreviewLineage(cluster, work->readings, work->times.start_wall);
+  work->again = Candidates(cluster.state.spec, work->readings.members, work->lineage);
+  if (work->again.size() < 2) {
+    FinishRound(cluster, work);
+    return;
   }
-  if (listener) listener(snapshot);
+  work->confirmation.candidate = true;
+  Reprobe(cluster, work);
+}
+
+void Scheduler::Reprobe(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work) {
+  ProbeRound(cluster, work->again, true, [this, &cluster, work](RoundReadings reprobe) {
+    if (work->ended) return;
+    const bool ok = Guarded("round", [&] { AfterReprobe(cluster, work, std::move(reprobe)); });
+    if (!ok) EndRound(cluster, *work);
+  });
 }
 
 std::string Scheduler::PreviewLineage(ClusterRuntime& cluster, const RoundReadings& readings,
@@ -722,27 +905,30 @@ bool AllSeenWritable(const std::vector<Observation>& readings) {
 
 }  // namespace
 
-Scheduler::Confirmation Scheduler::ConfirmRound(ClusterRuntime& cluster, RoundReadings& readings,
-                                                const std::string& lineage) {
-  std::vector<Observation>& round = readings.members;
-  const std::vector<size_t> again = Candidates(cluster.state.spec, round, lineage);
-  Confirmation out;
-  if (again.size() < 2) return out;
-  out.candidate = true;
-  RoundReadings reprobe = ProbeRound(cluster, again, true);
-  std::vector<std::string> confirmed = ConfirmedWritable(reprobe.members, lineage, &round);
+void Scheduler::AfterReprobe(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work,
+                             RoundReadings reprobe) {
+  const std::vector<std::string> confirmed =
+      ConfirmedWritable(reprobe.members, work->lineage, &work->readings.members);
   // Readings that take well under a millisecond (Redis) can miss each other on a busy machine
   // even when sent together. While every candidate still answers writable, that is no
   // transition: re-probe again, a bounded number of times, for readings that overlap.
-  for (int retry = 0;
-       retry < kConfirmationRetries && confirmed.empty() && AllSeenWritable(reprobe.members);
-       ++retry) {
-    reprobe = ProbeRound(cluster, again, true);
-    confirmed = ConfirmedWritable(reprobe.members, lineage, &round);
+  if (work->retries < kConfirmationRetries && confirmed.empty() &&
+      AllSeenWritable(reprobe.members)) {
+    ++work->retries;
+    Reprobe(cluster, work);
+    return;
   }
+  ApplyReprobe(cluster, *work, std::move(reprobe), confirmed);
+  FinishRound(cluster, work);
+}
+
+void Scheduler::ApplyReprobe(ClusterRuntime& cluster, RoundWork& work, RoundReadings reprobe,
+                             const std::vector<std::string>& confirmed) {
+  std::vector<Observation>& round = work.readings.members;
+  Confirmation& out = work.confirmation;
   out.confirmed = !confirmed.empty();
   if (!out.confirmed) out.transition = DescribeTransition(round, reprobe.members);
-  const std::optional<DcsResult>& record = reprobe.dcs ? reprobe.dcs : readings.dcs;
+  const std::optional<DcsResult>& record = reprobe.dcs ? reprobe.dcs : work.readings.dcs;
   const DcsView* view = record ? std::get_if<DcsView>(&*record) : nullptr;
   if (out.confirmed && view != nullptr) {
     ClusterHistory history;
@@ -755,14 +941,29 @@ Scheduler::Confirmation Scheduler::ConfirmRound(ClusterRuntime& cluster, RoundRe
     out.confirmed = !out.transition.has_value();
   }
   if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
-    readings.dcs = std::move(reprobe.dcs);
+    work.readings.dcs = std::move(reprobe.dcs);
   }
   // The re-probe is the fresher reading: it replaces the first one, keeping the claim.
-  for (size_t i = 0; i < again.size(); ++i) {
-    reprobe.members[i].patroni = std::move(round[again[i]].patroni);
-    round[again[i]] = std::move(reprobe.members[i]);
+  for (size_t i = 0; i < work.again.size(); ++i) {
+    reprobe.members[i].patroni = std::move(round[work.again[i]].patroni);
+    round[work.again[i]] = std::move(reprobe.members[i]);
   }
-  return out;
+}
+
+void Scheduler::FinishRound(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work) {
+  RoundReadings& readings = work->readings;
+  // Stores that keep a token name the member claiming with it (application leases).
+  if (readings.dcs) NameHolderByToken(*readings.dcs, readings.members);
+  work->times.end_wall = WallClock::now();
+  const std::vector<Declaration> active = ActiveDeclarations(work->times.end_wall);
+  ClusterSnapshot snapshot;
+  const RoundListener listener =
+      RecordRound(cluster, readings, work->confirmation, active, work->times, snapshot);
+  if (readings.dcs) {
+    if (const DcsView* view = std::get_if<DcsView>(&*readings.dcs)) AdoptDcsMembers(cluster, *view);
+  }
+  if (listener) listener(snapshot);
+  EndRound(cluster, *work);
 }
 
 std::vector<Declaration> Scheduler::ActiveDeclarations(WallClock::time_point at) {

@@ -21,7 +21,8 @@
 
 namespace sbd {
 
-class LoopGate;  // probes/async_probe.h
+class LoopGate;   // probes/async_probe.h
+class EventLoop;  // probes/event_loop.h
 
 /// Builds the probe for one member of a cluster; the scheduler owns what it returns.
 using ProbeFactory =
@@ -152,8 +153,11 @@ std::optional<MemberSpec> DiscoveredMember(const ClusterSpec& spec, const DcsMem
 MemberSpec DiscoveredAt(const ClusterSpec& spec, const std::string& name, const HostPort& at,
                         const std::string& api_url);
 
-/// A fixed pool of threads that run probes. Sized so that members blocked until their
-/// deadlines cannot starve the others. Thread-safe.
+/// The most threads the probe pool ever has, whatever the number of clusters and members.
+constexpr size_t kMaxProbeThreads = 32;
+
+/// A bounded pool of threads that run the blocking calls (lock stores, managers, member probes
+/// that do not run on the event loop), with a queue. Thread-safe.
 class ProbeExecutor {
  public:
   explicit ProbeExecutor(size_t threads);
@@ -162,7 +166,8 @@ class ProbeExecutor {
   ProbeExecutor& operator=(const ProbeExecutor&) = delete;
   /// Runs `task` on a pool thread; an exception it throws is counted, never propagated.
   void Submit(std::function<void()> task);
-  /// Grows the pool to at least `threads` (discovery adds members at run time).
+  /// Grows the pool to at least `threads`, never beyond kMaxProbeThreads (discovery adds
+  /// members at run time); past that bound calls wait in the queue.
   void EnsureThreads(size_t threads);
   size_t threads() const;
 
@@ -177,11 +182,15 @@ class ProbeExecutor {
 
 /// Runs one round per cluster every probe interval, all members probed concurrently and
 /// each probe bounded by its deadline, confirms candidates with an immediate concurrent
-/// re-probe, and keeps each cluster's verdict and evidence. Thread-safe; owns threads, so
-/// neither copyable nor movable.
+/// re-probe, and keeps each cluster's verdict and evidence. A round is a continuation on the
+/// event loop, driven by a timer per cluster: its async member probes run on the loop, its
+/// blocking calls on the bounded ProbeExecutor, each answer posted back to the loop; so the
+/// threads stay the same whatever the number of clusters. Thread-safe; neither copyable nor
+/// movable.
 class Scheduler {
  public:
-  /// Called after every round with the cluster's fresh snapshot, on the cluster's thread.
+  /// Called after every round with the cluster's fresh snapshot, on the event loop's thread:
+  /// it must not block, nor call Stop() or RunOnce().
   using RoundListener = std::function<void(const ClusterSnapshot&)>;
 
   explicit Scheduler(const ValidatedConfig& config, ProbeFactories factories = ProbeFactories());
@@ -198,17 +207,19 @@ class Scheduler {
   /// Declarations the suppressors consult; none when not set.
   void SetDeclarationSource(DeclarationSource source);
 
-  /// Starts one thread per cluster.
+  /// Starts every cluster's rounds on the event loop, the first one at once.
   void Start();
-  /// Stops and joins the cluster threads; in-flight probes end by their deadlines.
+  /// Stops the rounds and waits for those in flight (they end by their deadlines).
   void Stop();
-  /// Runs exactly one round (with confirmation) for every cluster, concurrently, and returns.
+  /// Runs one round (with confirmation) for every cluster, concurrently, and returns when all
+  /// have ended; a cluster whose round is under way runs another right after it.
   void RunOnce();
 
   std::vector<ClusterSnapshot> Snapshot() const;
   /// True once every cluster has finished at least one round.
   bool AllClustersHaveRun() const;
-  /// Threads in the probe pool: one per call that can run at once, growing with discovery.
+  /// Threads in the probe pool: one per blocking call that can run at once, growing with
+  /// discovery up to kMaxProbeThreads.
   size_t probe_threads() const { return executor_->threads(); }
 
  private:
@@ -237,23 +248,43 @@ class Scheduler {
     WallClock::time_point end_wall;
   };
 
-  void ClusterLoop(ClusterRuntime& cluster);
-  /// One round: probe every member and the lock store, confirm a candidate, record the
-  /// verdict, adopt the members the lock record lists, and tell the listener.
-  void RunRound(ClusterRuntime& cluster);
+  struct Collector;
+  struct RoundWork;
+  /// Receives a ProbeRound's readings, on the loop thread.
+  using ReadingsDone = std::function<void(RoundReadings)>;
+
+  /// Starts `cluster`'s round now (loop thread only): the one place a round begins, whether
+  /// its timer fired or someone asked. A round under way gets another right after it.
+  /// `done` runs on the loop thread once the round that answers it has ended.
+  void StartRound(ClusterRuntime& cluster, bool on_timer, std::function<void()> done);
+  /// Asks for `cluster`'s round now, from any thread (posts StartRound to the loop).
+  void RequestRound(ClusterRuntime& cluster, std::function<void()> done);
+  /// The end of a round (loop thread): tells whoever waited, arms the next round's timer.
+  void EndRound(ClusterRuntime& cluster, RoundWork& work);
   /// Probes the given members (and, outside confirmation, their REST APIs and the lock
-  /// store) concurrently under one deadline. A confirmation re-probe reads PostgreSQL only,
-  /// and sends the readings together through a start gate.
-  RoundReadings ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& member_indexes,
-                           bool confirmation);
+  /// store) concurrently under one deadline, and hands the readings to `then` on the loop
+  /// thread once all are in or at the deadline plus a grace. A confirmation re-probe reads
+  /// PostgreSQL only, and sends the readings together through a start gate.
+  void ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& member_indexes,
+                  bool confirmation, ReadingsDone then);
+  /// The round's first readings are in: preview the lineage, confirm a candidate.
+  void AfterReadings(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work);
   /// The lineage the cluster's history would give once this round is folded in.
   std::string PreviewLineage(ClusterRuntime& cluster, const RoundReadings& readings,
                              WallClock::time_point at);
-  /// Re-probes, together, the members of `lineage` seen writable when there are two or more;
-  /// their fresher readings (and a readable lock record) replace the round's.
-  Confirmation ConfirmRound(ClusterRuntime& cluster, RoundReadings& readings,
-                            const std::string& lineage);
-  /// The declarations in force at `at`, from the source (outside the lock: it may read files).
+  /// Re-probes the round's candidates together; AfterReprobe takes the readings.
+  void Reprobe(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work);
+  /// A confirmation re-probe is in: re-probe again while every candidate stays writable with
+  /// no overlap (a bounded number of times), else fold it into the round.
+  void AfterReprobe(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work,
+                    RoundReadings reprobe);
+  /// The re-probe's verdict on the candidates; its fresher readings (and a readable lock
+  /// record) replace the round's.
+  void ApplyReprobe(ClusterRuntime& cluster, RoundWork& work, RoundReadings reprobe,
+                    const std::vector<std::string>& confirmed);
+  /// Records the round, adopts the members the lock record lists, tells the listener.
+  void FinishRound(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work);
+  /// The declarations in force at `at`, from the source.
   std::vector<Declaration> ActiveDeclarations(WallClock::time_point at);
   /// Folds the round into the cluster's state under the lock: histories, counters, the lock
   /// record, the verdict with its suppressions, transitions and forks. Returns the listener
@@ -261,35 +292,34 @@ class Scheduler {
   RoundListener RecordRound(ClusterRuntime& cluster, RoundReadings& readings,
                             Confirmation confirmation, const std::vector<Declaration>& active,
                             const RoundTimes& times, ClusterSnapshot& snapshot);
-  /// Runs `call` on the executor unless the previous call guarded by `busy` still runs.
-  /// A call that throws answers `failed(failure)` instead, and is counted.
   /// Starts `slot`'s probe on its event loop unless its previous reading still runs; the
-  /// future is answered on the loop thread by the deadline.
-  std::optional<std::future<Observation>> LaunchOnLoop(std::shared_ptr<MemberSlot> slot,
-                                                       const std::string& name,
-                                                       SteadyClock::time_point deadline,
-                                                       std::shared_ptr<LoopGate> gate);
+  /// answer goes to `deliver` on the scheduler's loop. False when it could not start.
+  bool LaunchOnLoop(std::shared_ptr<MemberSlot> slot, const std::string& name,
+                    SteadyClock::time_point deadline, std::shared_ptr<LoopGate> gate,
+                    std::function<void(Observation)> deliver);
   /// Starts one member's reading: on the event loop when its probe runs there (through
   /// `loop_gate` at confirmation), else on the executor (through `gate`). Arrives at the gate
-  /// for it when it cannot start (its previous reading still runs).
-  std::optional<std::future<Observation>> LaunchMember(const std::shared_ptr<MemberSlot>& shared,
-                                                       const std::string& name,
-                                                       SteadyClock::time_point deadline,
-                                                       const ReadingWindow& started,
-                                                       const std::shared_ptr<StartGate>& gate,
-                                                       const std::shared_ptr<LoopGate>& loop_gate);
+  /// for it when it cannot start (its previous reading still runs). False when not started.
+  bool LaunchMember(const std::shared_ptr<MemberSlot>& shared, const std::string& name,
+                    SteadyClock::time_point deadline, const ReadingWindow& started,
+                    const std::shared_ptr<StartGate>& gate,
+                    const std::shared_ptr<LoopGate>& loop_gate,
+                    std::function<void(Observation)> deliver);
+  /// Runs `call` on the executor unless the previous call guarded by `busy` still runs (then
+  /// false), and posts its answer to `deliver` on the loop thread. A call that throws, or
+  /// that waited in the queue past `deadline` (every thread busy), answers `failed` instead.
   template <typename T>
-  std::optional<std::future<T>> Launch(std::shared_ptr<MemberSlot> keep, std::atomic<bool>& busy,
-                                       std::function<T()> call,
-                                       std::function<T(ProbeFailure)> failed);
+  bool Launch(std::shared_ptr<MemberSlot> keep, std::atomic<bool>& busy,
+              SteadyClock::time_point deadline, std::function<T()> call,
+              std::function<T(ProbeFailure)> failed, std::function<void(T)> deliver);
   void RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at);
   /// Gives configured members their registered REST URL and adds discovered members, up to
   /// discovery.max_members; drops those gone from the DCS and unreadable for expire_after.
   void AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view);
-  /// Adds a slot for `member` (probes and counters); the cluster's thread or before Start().
+  /// Adds a slot for `member` (probes and counters); the loop thread or before Start().
   void AddMemberSlot(ClusterRuntime& cluster, MemberSpec member);
   void ExpireDiscovered(ClusterRuntime& cluster, WallClock::time_point now);
-  /// Threads enough for every concurrent call of every member (see the constructor).
+  /// Threads enough for every concurrent call of every member, up to kMaxProbeThreads.
   void SizeExecutor();
   /// Recomputes every cluster's lineage forks from their latest rounds. Requires mu_.
   void UpdateForks(const std::vector<Declaration>& active, WallClock::time_point now);
@@ -297,13 +327,16 @@ class Scheduler {
   ProbeFactories factories_;
 
   std::vector<std::unique_ptr<ClusterRuntime>> clusters_;
-  mutable std::mutex mu_;  // guards every ClusterRuntime::state
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;
+  mutable std::mutex mu_;              // guards every ClusterRuntime::state
+  std::condition_variable rounds_cv_;  // a round ended (rounds_in_flight_ went down)
+  size_t rounds_in_flight_ = 0;        // guarded by mu_
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stopping_{false};
   RoundListener listener_;
   DeclarationSource declarations_;
   SteadyClock::time_point forks_updated_{};  // guarded by mu_
-  std::vector<std::thread> threads_;
+  /// Where rounds run: the process's event loop (never destroyed, so late answers can post).
+  EventLoop& loop_;
   std::unique_ptr<ProbeExecutor> executor_;  // last member: destroyed first, joins workers
 };
 
