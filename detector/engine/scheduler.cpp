@@ -564,9 +564,26 @@ struct Scheduler::RoundWork {
 void Scheduler::Start() {
   started_ = true;
   loop_.Post([this] {
-    for (auto& cluster : clusters_) {
-      cluster->next = SteadyClock::now();
-      StartRound(*cluster, true, nullptr);
+    // The first rounds are spread, at most 2 ms apart and within one interval, so that a large
+    // fleet does not open every connection in the same loop iteration (a connect storm at a
+    // pooler times the first rounds out); rounds keep that phase afterwards.
+    const auto now = SteadyClock::now();
+    const auto count = static_cast<long>(clusters_.size());
+    for (long i = 0; i < count; ++i) {
+      ClusterRuntime& cluster = *clusters_[static_cast<size_t>(i)];
+      const auto step = std::min<SteadyClock::duration>(std::chrono::milliseconds(2),
+                                                        cluster.state.spec.probe_interval / count);
+      cluster.next = now + step * i;
+      if (i == 0) {
+        StartRound(cluster, true, nullptr);
+        continue;
+      }
+      if (!cluster.round_timer) {
+        cluster.round_timer = std::make_unique<LoopTimer>(loop_);
+        cluster.collect_timer = std::make_unique<LoopTimer>(loop_);
+      }
+      cluster.round_timer->Arm(cluster.next,
+                               [this, c = &cluster] { StartRound(*c, true, nullptr); });
     }
   });
 }
