@@ -25,22 +25,32 @@ ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec) {
   return query;
 }
 
+ClaimQuery ClaimQueryOf(const EtcdElectionSpec& spec) {
+  ClaimQuery query;
+  query.metric = spec.claim_metric;
+  query.lock_label = spec.lock_label;
+  query.lock = spec.lock;
+  query.token_label = spec.token_label;
+  return query;
+}
+
 namespace {
 
-ClaimTarget TargetOf(const ClusterSpec& spec, const MemberSpec& member) {
+ClaimTarget TargetOf(const MemberSpec& member, const ClaimQuery& query) {
   ClaimTarget target;
   target.member = member.name;
   target.url = member.claim_url;
-  target.query = ClaimQueryOf(spec.redis_lease);
+  target.query = query;
   return target;
 }
 
 }  // namespace
 
 LeaseClaimProbe::LeaseClaimProbe(const ClusterSpec& spec, const MemberSpec& member)
-    : claims_(TargetOf(spec, member)),
-      lock_(spec.redis_lease.lock),
-      identity_(member.lease_identity) {}
+    : LeaseClaimProbe(member, ClaimQueryOf(spec.redis_lease)) {}
+
+LeaseClaimProbe::LeaseClaimProbe(const MemberSpec& member, const ClaimQuery& query)
+    : claims_(TargetOf(member, query)), lock_(query.lock), identity_(member.lease_identity) {}
 
 Observation LeaseClaimProbe::Probe(SteadyClock::time_point deadline, StartGate* gate) {
   ClaimObservation claim = claims_.Probe(deadline, gate);

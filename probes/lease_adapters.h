@@ -26,6 +26,9 @@ std::string ShownToken(std::string_view token);
 /// The claim query of a redis_lease cluster, as MetricsClaimProbe takes it.
 ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec);
 
+/// The claim query of an etcd_election cluster, as MetricsClaimProbe takes it.
+ClaimQuery ClaimQueryOf(const EtcdElectionSpec& spec);
+
 /// One candidate's claim (MetricsClaimProbe over its metrics_url) as an Observation holding a
 /// LockClaimReading: the lock's name as lineage; its token is the token label's value, else
 /// the member's configured identity. Follows the start gate convention of probes/README.md.
@@ -33,6 +36,8 @@ ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec);
 class LeaseClaimProbe : public MemberProbe {
  public:
   LeaseClaimProbe(const ClusterSpec& spec, const MemberSpec& member);
+  /// The same over any claim query (an etcd election's): `query.lock` is the lineage.
+  LeaseClaimProbe(const MemberSpec& member, const ClaimQuery& query);
   Observation Probe(SteadyClock::time_point deadline, StartGate* gate) override;
 
  private:

@@ -221,6 +221,9 @@ struct DcsView {
   /// Stores that keep the holder's token rather than a member's name (an application lease's
   /// key): the token, raw bytes. The engine names as `holder` the member claiming with it.
   std::string holder_token;
+  /// Stores that queue candidates (an etcd election or lock): the candidates waiting behind
+  /// the holder, in the order they would take it ("<key> (revision N)", escaped). Evidence.
+  std::vector<std::string> waiting;
 };
 
 /// The timing of one reading: the answer was produced somewhere inside [sent, received].

@@ -602,10 +602,11 @@ class ConfigParser {
 
   ClusterSpec ParseCluster(const YAML::Node& node, const std::string& path, SeenNames& seen) {
     ClusterSpec cluster;
-    const std::optional<Fields> fields = ReadMapping(
-        node, path,
-        {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier", "members",
-         "scope", "namespace", "etcd", "discover", "discovery", "file_sd", "redis", "redis_lease"});
+    const std::optional<Fields> fields =
+        ReadMapping(node, path,
+                    {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier",
+                     "members", "scope", "namespace", "etcd", "discover", "discovery", "file_sd",
+                     "redis", "redis_lease", "etcd_election"});
     if (!fields) return cluster;
     if (const Entry* name = Required(*fields, node, path, "name")) {
       cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
@@ -619,16 +620,15 @@ class ConfigParser {
       ParseSystemIdentifier(*id, Join(path, "system_identifier"), cluster);
     }
     const std::optional<bool> discover = ParsePatroniSettings(*fields, node, path, kind, cluster);
-    if (const Entry* file_sd = Optional(*fields, "file_sd");
-        file_sd && (kind == ClusterKind::kRedis || kind == ClusterKind::kRedisLease)) {
+    if (const Entry* file_sd = Optional(*fields, "file_sd"); file_sd && ClaimsOnly(kind)) {
       AddError(file_sd->key.Mark(), Join(path, "file_sd"),
-               kind == ClusterKind::kRedis ? "not supported for kind: redis yet"
-                                           : "not supported for kind: redis_lease yet");
+               "not supported for kind: " + KindName(kind) + " yet");
     } else if (file_sd) {
       ParseFileSd(*file_sd, Join(path, "file_sd"), kind, cluster);
     }
     ParseRedisBlock(*fields, node, path, kind, cluster);
     ParseRedisLeaseBlock(*fields, node, path, kind, cluster);
+    ParseEtcdElectionBlock(*fields, node, path, kind, cluster);
     // file_sd may supply every member: the check for an empty list waits for its targets.
     ParseMembers(*fields, node, path, kind, discover, cluster);
     if (cluster.file_sd) ResolveFileSd(*fields, path, cluster);
@@ -650,8 +650,23 @@ class ConfigParser {
     if (text == "patroni") return ClusterKind::kPatroni;
     if (text == "redis") return ClusterKind::kRedis;
     if (text == "redis_lease") return ClusterKind::kRedisLease;
-    AddError(entry->Mark(), Join(path, "kind"), "expected postgres, patroni, redis or redis_lease");
+    if (text == "etcd_election") return ClusterKind::kEtcdElection;
+    AddError(entry->Mark(), Join(path, "kind"),
+             "expected postgres, patroni, redis, redis_lease or etcd_election");
     return std::nullopt;
+  }
+
+  // Kinds whose members are Redis servers or claim endpoints, never found by discovery.
+  static bool ClaimsOnly(Kind kind) {
+    return kind == ClusterKind::kRedis || kind == ClusterKind::kRedisLease ||
+           kind == ClusterKind::kEtcdElection;
+  }
+
+  static std::string KindName(Kind kind) {
+    if (kind == ClusterKind::kRedis) return "redis";
+    if (kind == ClusterKind::kRedisLease) return "redis_lease";
+    if (kind == ClusterKind::kEtcdElection) return "etcd_election";
+    return "patroni";
   }
 
   // A key that only a patroni cluster may have: on a postgres cluster it is reported (at the
@@ -747,13 +762,19 @@ class ConfigParser {
     const std::optional<Fields> fields = ReadMapping(entry, path, {"endpoints"});
     if (!fields) return;
     const Entry* endpoints = Required(*fields, entry.value, path, "endpoints");
-    const std::string endpoints_path = Join(path, "endpoints");
-    if (!endpoints || !NonEmptySequence(*endpoints, endpoints_path, "endpoint")) return;
-    for (size_t i = 0; i < endpoints->value.size(); ++i) {
+    if (endpoints) cluster.etcd_endpoints = EtcdEndpoints(*endpoints, Join(path, "endpoints"));
+  }
+
+  // A non-empty list of etcd v3 JSON gateway URLs.
+  std::vector<std::string> EtcdEndpoints(const Entry& endpoints, const std::string& path) {
+    std::vector<std::string> urls;
+    if (!NonEmptySequence(endpoints, path, "endpoint")) return urls;
+    for (size_t i = 0; i < endpoints.value.size(); ++i) {
       const std::optional<std::string> url =
-          HttpUrl(Item(endpoints->value[i]), Index(endpoints_path, i), true);
-      if (url) cluster.etcd_endpoints.push_back(*url);
+          HttpUrl(Item(endpoints.value[i]), Index(path, i), true);
+      if (url) urls.push_back(*url);
     }
+    return urls;
   }
 
   // Settings for members found in the DCS: their host and port come from there, so the dsn may
@@ -801,8 +822,7 @@ class ConfigParser {
     if (!members || (members->value.IsSequence() && members->value.size() == 0)) {
       // An invalid discover (reported) waives the check rather than guessing; file_sd may
       // supply every member (checked once its targets are read).
-      if (kind != ClusterKind::kPostgres && kind != ClusterKind::kRedis &&
-          kind != ClusterKind::kRedisLease && discover.value_or(true)) {
+      if (kind != ClusterKind::kPostgres && !ClaimsOnly(kind) && discover.value_or(true)) {
         return;
       }
       if (cluster.file_sd) return;
@@ -1078,7 +1098,8 @@ class ConfigParser {
   }
 
   // The claim's metric, the label naming the lock and its value, and the token's label.
-  void ParseClaimQuery(const Entry& entry, const std::string& path, RedisLeaseSpec& spec) {
+  template <typename Spec>
+  void ParseClaimQuery(const Entry& entry, const std::string& path, Spec& spec) {
     const std::optional<Fields> claim =
         ReadMapping(entry, path, {"metric", "lock_label", "lock", "token_label"});
     if (!claim) return;
@@ -1109,6 +1130,43 @@ class ConfigParser {
     }
   }
 
+  // ---- etcd elections and locks: the gateway, the prefix, the claim query.
+
+  void ParseEtcdElectionBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
+                              Kind kind, ClusterSpec& cluster) {
+    const std::string block = Join(path, "etcd_election");
+    const Entry* entry = Optional(fields, "etcd_election");
+    if (entry && kind.has_value() && *kind != ClusterKind::kEtcdElection) {
+      AddError(entry->key.Mark(), block, "only valid for kind: etcd_election");
+      return;
+    }
+    if (!entry) {
+      if (kind == ClusterKind::kEtcdElection) AddError(node.Mark(), block, "required");
+      return;
+    }
+    const std::optional<Fields> election =
+        ReadMapping(*entry, block, {"endpoints", "prefix", "claim"});
+    if (!election) return;
+    EtcdElectionSpec& spec = cluster.etcd_election;
+    spec.lock = cluster.name;
+    if (const Entry* endpoints = Required(*election, entry->value, block, "endpoints")) {
+      spec.endpoints = EtcdEndpoints(*endpoints, Join(block, "endpoints"));
+    }
+    if (const Entry* prefix = Required(*election, entry->value, block, "prefix")) {
+      const std::string at = Join(block, "prefix");
+      const std::optional<std::string> value = String(*prefix, at);
+      if (value && (value->empty() || value->size() > kMaxLeaseKeyBytes)) {
+        AddError(prefix->Mark(), at,
+                 "expected 1 to " + std::to_string(kMaxLeaseKeyBytes) + " bytes");
+      } else if (value) {
+        spec.prefix = *value;
+      }
+    }
+    if (const Entry* claim = Optional(*election, "claim")) {
+      ParseClaimQuery(*claim, Join(block, "claim"), spec);
+    }
+  }
+
   MemberSpec ParseLeaseMember(const YAML::Node& node, const std::string& path, SeenNames& seen) {
     MemberSpec member;
     const std::optional<Fields> fields =
@@ -1136,7 +1194,9 @@ class ConfigParser {
   MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen,
                          Kind kind) {
     if (kind == ClusterKind::kRedis) return ParseRedisMember(node, path, seen);
-    if (kind == ClusterKind::kRedisLease) return ParseLeaseMember(node, path, seen);
+    if (kind == ClusterKind::kRedisLease || kind == ClusterKind::kEtcdElection) {
+      return ParseLeaseMember(node, path, seen);
+    }
     MemberSpec member;
     const std::optional<Fields> fields =
         ReadMapping(node, path, {"name", "dsn", "password_file", "password_env", "patroni_url"});

@@ -41,7 +41,7 @@ struct MemberSpec {
 
 /// What kind of cluster this is: plain PostgreSQL, Patroni with its lock in etcd, or a Redis
 /// replication group whose record Sentinel keeps.
-enum class ClusterKind { kPostgres, kPatroni, kRedis, kRedisLease };
+enum class ClusterKind { kPostgres, kPatroni, kRedis, kRedisLease, kEtcdElection };
 
 /// A Redis replication group under Sentinel (the cluster's `redis:` block). Members are Redis
 /// servers (`address: host:port`); the sentinels keep the record of which one is master.
@@ -71,6 +71,21 @@ struct RedisLeaseSpec {
   std::string lock_label = "name";
   std::string lock;         ///< default: the cluster's name
   std::string token_label;  ///< empty: claims carry no token (members' identity names them)
+};
+
+/// An etcd v3 election or lock (the `concurrency` recipes: each candidate puts a key under
+/// `prefix` with its session's lease; the key with the lowest create revision holds, and that
+/// revision is the fencing token), read through the v3 JSON gateway (the cluster's
+/// `etcd_election:` block). Members are the candidates (`metrics_url`), claiming as for
+/// redis_lease, their token the create revision they believe they hold.
+struct EtcdElectionSpec {
+  std::vector<std::string> endpoints;  ///< v3 JSON gateway URLs ("http://127.0.0.1:2379")
+  std::string prefix;                  ///< the election's or lock's name, as the recipe's prefix
+  /// The claim, as for redis_lease.
+  std::string claim_metric = "leader_election_master_status";
+  std::string lock_label = "name";
+  std::string lock;  ///< default: the cluster's name
+  std::string token_label;
 };
 
 /// How to reach members found in the DCS: their conn_url gives host and port, this gives the
@@ -133,6 +148,8 @@ struct ClusterSpec {
   RedisSpec redis;
   /// Application leases: the key, the login and the claim query.
   RedisLeaseSpec redis_lease;
+  /// etcd elections and locks: the gateway, the prefix and the claim query.
+  EtcdElectionSpec etcd_election;
 };
 
 /// Where alerts go: every Alertmanager gets every alert (POST /api/v2/alerts).

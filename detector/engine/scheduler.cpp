@@ -10,6 +10,7 @@
 #include "detector/verdicts/lease_claims.h"
 #include "probes/async_probe.h"
 #include "probes/etcd.h"
+#include "probes/etcd_election.h"
 #include "probes/http_json.h"
 #include "probes/lease_adapters.h"
 #include "probes/patroni.h"
@@ -229,6 +230,20 @@ std::string RedisLeaseRecord(const ClusterSpec& spec) {
                                 : "keys matching " + LogfmtEscape(lease.pattern));
 }
 
+std::unique_ptr<MemberProbe> ElectionClaimMember(const ClusterSpec& spec,
+                                                 const MemberSpec& member) {
+  return std::make_unique<LeaseClaimProbe>(member, ClaimQueryOf(spec.etcd_election));
+}
+
+std::unique_ptr<LockStore> EtcdElectionKeyStore(const ClusterSpec& spec) {
+  return std::make_unique<EtcdElectionStore>(spec);
+}
+
+std::string EtcdElectionRecord(const ClusterSpec& spec) {
+  return "etcd keys under " + LogfmtEscape(ElectionKeyPrefix(spec.etcd_election.prefix)) +
+         ", lowest create revision";
+}
+
 // A built-in kind: the name the config spells, the probe of its members, the lock store that
 // keeps its record (none when the members' claims are all there is) and where that store
 // keeps it.
@@ -248,6 +263,8 @@ constexpr BuiltInKind kBuiltInKinds[] = {
     {ClusterKind::kRedis, "redis", RedisMember, RedisSentinelStore, RedisSentinelRecord},
     {ClusterKind::kRedisLease, "redis_lease", LeaseClaimMember, RedisLeaseKeyStore,
      RedisLeaseRecord},
+    {ClusterKind::kEtcdElection, "etcd_election", ElectionClaimMember, EtcdElectionKeyStore,
+     EtcdElectionRecord},
 };
 
 const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {

@@ -161,6 +161,8 @@ nlohmann::json LockJson(const ClusterSnapshot& c) {
     // Keys the lock store holds that could not be read (e.g. a hostile members/* value).
     lock["rejected_keys"] = c.last_good_dcs->rejected;
     if (!c.last_good_dcs->dissent.empty()) lock["dissent"] = c.last_good_dcs->dissent;
+    // Candidates queued behind the holder (an etcd election or lock), in order.
+    if (!c.last_good_dcs->waiting.empty()) lock["waiting"] = c.last_good_dcs->waiting;
     if (!c.last_good_dcs->holder_token.empty()) {
       lock["holder_token"] = ShownToken(c.last_good_dcs->holder_token);
     }
