@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "detector/common/logfmt.h"
+#include "probes/exposition.h"
 #include "probes/http_json.h"
 #include "probes/json_fields.h"
 
@@ -85,10 +86,17 @@ std::variant<DcsView, ProbeFailure> ParseElectionRange(const nlohmann::json& bod
                                                        const std::string& key_prefix,
                                                        const std::vector<MemberSpec>& members) {
   const nlohmann::json* kvs = nullptr;
+  const nlohmann::json* header = nullptr;
   bool more = false;
   JsonFields fields(body, "range");
-  fields.Array("kvs", &kvs).Bool("more", &more);
+  fields.Array("kvs", &kvs).Bool("more", &more).Object("header", &header);
   if (fields.error()) return Malformed(*fields.error());
+  std::int64_t store_revision = 0;
+  if (header != nullptr) {
+    JsonFields header_fields(*header, "range: header");
+    header_fields.DecimalInt64("revision", &store_revision);
+    if (header_fields.error()) return Malformed(*header_fields.error());
+  }
   std::vector<CandidateKey> keys;
   for (size_t i = 0; kvs != nullptr && i < kvs->size(); ++i) {
     auto candidate = ReadCandidate((*kvs)[i], "range: kvs[" + std::to_string(i) + "]");
@@ -100,6 +108,7 @@ std::variant<DcsView, ProbeFailure> ParseElectionRange(const nlohmann::json& bod
     return a.create_revision < b.create_revision;
   });
   DcsView view = ViewOf(keys, members);
+  view.store_revision = store_revision;
   if (more) {
     view.rejected.push_back("more than " + std::to_string(kMaxElectionKeys) +
                             " candidates' keys: those beyond were not read");
@@ -107,10 +116,42 @@ std::variant<DcsView, ProbeFailure> ParseElectionRange(const nlohmann::json& bod
   return view;
 }
 
+std::variant<std::int64_t, std::string> WitnessToken(const std::string& text,
+                                                     const ResourceWitnessSpec& witness) {
+  auto parsed = ParseExposition(text, witness.metric);
+  if (auto* error = std::get_if<std::string>(&parsed)) return *error;
+  const auto& samples = std::get<std::vector<ExpositionSample>>(parsed);
+  std::vector<const ExpositionSample*> of_lock, unlabelled;
+  for (const ExpositionSample& sample : samples) {
+    const std::string* lock = sample.Label(witness.lock_label);
+    if (lock == nullptr) unlabelled.push_back(&sample);
+    if (lock != nullptr && *lock == witness.lock) of_lock.push_back(&sample);
+  }
+  const auto& chosen = of_lock.empty() ? unlabelled : of_lock;
+  if (chosen.empty())
+    return "no " + witness.metric + " sample for lock " + LogfmtEscape(witness.lock);
+  if (chosen.size() > 1) return "several " + witness.metric + " samples for one lock";
+  const double value = chosen.front()->value;
+  // Tokens are whole numbers; a double holds them exactly up to 2^53.
+  if (!(value >= 0 && value <= 9007199254740992.0) ||
+      value != static_cast<double>(static_cast<std::int64_t>(value))) {
+    return witness.metric + " is not a whole number from 0 to 2^53";
+  }
+  return static_cast<std::int64_t>(value);
+}
+
 EtcdElectionStore::EtcdElectionStore(const ClusterSpec& spec)
     : endpoints_(spec.etcd_election.endpoints),
       prefix_(ElectionKeyPrefix(spec.etcd_election.prefix)),
-      members_(spec.members) {}
+      members_(spec.members),
+      witness_spec_(spec.etcd_election.resource_witness) {
+  if (witness_spec_) {
+    ClaimTarget target;
+    target.member = "resource witness";
+    target.url = witness_spec_->url;
+    witness_ = std::make_unique<MetricsClaimProbe>(std::move(target));
+  }
+}
 
 std::variant<DcsView, ProbeFailure> EtcdElectionStore::ReadFrom(
     const std::string& endpoint, SteadyClock::time_point deadline) const {
@@ -155,14 +196,29 @@ std::variant<DcsView, ProbeFailure> EtcdElectionStore::Read(SteadyClock::time_po
     const auto share =
         (deadline - SteadyClock::now()) / static_cast<int>(endpoints_.size() - attempt);
     auto result = ReadFrom(endpoints_[index], SteadyClock::now() + share);
-    if (std::holds_alternative<DcsView>(result)) {
+    if (DcsView* view = std::get_if<DcsView>(&result)) {
       preferred_ = index;
+      if (witness_) ReadWitness(*view, deadline);
       return result;
     }
     last = std::get<ProbeFailure>(result);
     last.message = UrlBase(endpoints_[index]) + ": " + last.message;
   }
   return last;
+}
+
+void EtcdElectionStore::ReadWitness(DcsView& view, SteadyClock::time_point deadline) {
+  auto text = witness_->ReadText(deadline);
+  if (auto* failure = std::get_if<ProbeFailure>(&text)) {
+    view.rejected.push_back("resource witness: " + failure->message);
+    return;
+  }
+  auto token = WitnessToken(std::get<std::string>(text), *witness_spec_);
+  if (auto* error = std::get_if<std::string>(&token)) {
+    view.rejected.push_back("resource witness: " + *error);
+    return;
+  }
+  view.resource_token = std::get<std::int64_t>(token);
 }
 
 }  // namespace sbd

@@ -3,12 +3,14 @@
 // that revision is the fencing token.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "detector/config/config.h"
+#include "probes/metrics_claim.h"
 #include "probes/probe.h"
 
 namespace sbd {
@@ -33,10 +35,18 @@ std::variant<DcsView, ProbeFailure> ParseElectionRange(const nlohmann::json& bod
                                                        const std::string& key_prefix,
                                                        const std::vector<MemberSpec>& members);
 
+/// The token a resource witness reports in `text` (Prometheus exposition): the value of the
+/// sample of `witness.metric` whose `lock_label` is `witness.lock`, else of its only sample
+/// without that label. An error in words when there is none, several, or a value that is not
+/// a whole number from 0 to 2^53. Pure; thread-safe.
+std::variant<std::int64_t, std::string> WitnessToken(const std::string& text,
+                                                     const ResourceWitnessSpec& witness);
+
 /// The lock store of an etcd_election cluster: one range over the prefix sorted by create
 /// revision, then the holder's lease (POST /v3/lease/timetolive). Endpoints are tried in turn,
 /// starting with the last one that answered, each with its share of the deadline. Read only.
-/// Never throws. Not thread-safe: one Read() at a time.
+/// With a resource witness, its token is read too (`resource_token`; a failure is said in
+/// `rejected`). Never throws. Not thread-safe: one Read() at a time.
 class EtcdElectionStore : public LockStore {
  public:
   explicit EtcdElectionStore(const ClusterSpec& spec);
@@ -45,11 +55,14 @@ class EtcdElectionStore : public LockStore {
  private:
   std::variant<DcsView, ProbeFailure> ReadFrom(const std::string& endpoint,
                                                SteadyClock::time_point deadline) const;
+  void ReadWitness(DcsView& view, SteadyClock::time_point deadline);
 
   std::vector<std::string> endpoints_;
   std::string prefix_;
   std::vector<MemberSpec> members_;
   size_t preferred_ = 0;
+  std::optional<ResourceWitnessSpec> witness_spec_;
+  std::unique_ptr<MetricsClaimProbe> witness_;
 };
 
 }  // namespace sbd

@@ -322,6 +322,11 @@ TEST_CASE("config: an etcd_election cluster reads its gateway, prefix, claim que
   CHECK(c.etcd_election.lock == "orders");
   CHECK(c.etcd_election.token_label == "revision");
   CHECK(c.etcd_endpoints.empty());  // Patroni's, not this kind's
+  REQUIRE(c.etcd_election.resource_witness.has_value());
+  CHECK(c.etcd_election.resource_witness->url == "http://127.0.0.1:9200/metrics");
+  CHECK(c.etcd_election.resource_witness->metric == "fencing_token_highest_accepted");
+  CHECK(c.etcd_election.resource_witness->lock_label == "lock");
+  CHECK(c.etcd_election.resource_witness->lock == "orders");
   REQUIRE(c.members.size() == 2);
   CHECK(c.members[0].claim_url == "http://127.0.0.1:9101/metrics");
   CHECK(c.members[1].lease_identity == "worker-b");
@@ -397,9 +402,12 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "8:17: clusters[0].etcd_election.claim.metric: expected a metric name "
         "([a-zA-Z_:][a-zA-Z0-9_:]*)",
         "9:7: clusters[0].etcd_election.extra: unknown key",
-        "10:5: clusters[0].file_sd: not supported for kind: etcd_election yet",
-        "16:5: clusters[1].etcd_election: required",
-        "26:5: clusters[2].etcd_election: only valid for kind: etcd_election"}},
+        "11:9: clusters[0].etcd_election.resource_witness.url: required",
+        "11:17: clusters[0].etcd_election.resource_witness.metric: expected a metric name "
+        "([a-zA-Z_:][a-zA-Z0-9_:]*)",
+        "12:5: clusters[0].file_sd: not supported for kind: etcd_election yet",
+        "18:5: clusters[1].etcd_election: required",
+        "28:5: clusters[2].etcd_election: only valid for kind: etcd_election"}},
       {"invalid-redis-lease.yml",
        {"4:5: clusters[0].scope: only valid for kind: patroni",
         "6:16: clusters[0].redis_lease.address: expected host:port",

@@ -115,3 +115,24 @@ TEST_CASE("etcd_election: an answer that is not etcd's fails the read with the r
   not_base64["key"] = "***";
   CHECK(failure(json{{"kvs", {not_base64}}}) == "range: kvs[0]: a key or value is not base64");
 }
+
+TEST_CASE("etcd_election: the resource witness's token is its lock's sample, a whole number",
+          "[election][fencing]") {
+  sbd::ResourceWitnessSpec witness;
+  witness.lock = "orders";
+  auto token = [&](const std::string& text) { return sbd::WitnessToken(text, witness); };
+  using Token = std::variant<std::int64_t, std::string>;
+  CHECK(token("fencing_token_highest_accepted{name=\"jobs\"} 7\n"
+              "fencing_token_highest_accepted{name=\"orders\"} 42\n") == Token(42));
+  CHECK(token("fencing_token_highest_accepted 42\n") == Token(42));  // the only sample
+  CHECK(token("other 1\n") == Token("no fencing_token_highest_accepted sample for lock orders"));
+  CHECK(token("fencing_token_highest_accepted{name=\"orders\",x=\"1\"} 1\n"
+              "fencing_token_highest_accepted{name=\"orders\",x=\"2\"} 2\n") ==
+        Token("several fencing_token_highest_accepted samples for one lock"));
+  for (const char* bad : {"-1", "1.5", "NaN", "+Inf", "1e300"}) {
+    CAPTURE(bad);
+    CHECK(token(std::string("fencing_token_highest_accepted ") + bad + "\n") ==
+          Token("fencing_token_highest_accepted is not a whole number from 0 to 2^53"));
+  }
+  CHECK(std::holds_alternative<std::string>(token("fencing_token_highest_accepted{ 1\n")));
+}

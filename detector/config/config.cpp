@@ -1098,11 +1098,14 @@ class ConfigParser {
   }
 
   // The claim's metric, the label naming the lock and its value, and the token's label.
+  // Also the resource witness's query (`witness`): its url instead of a token label.
   template <typename Spec>
-  void ParseClaimQuery(const Entry& entry, const std::string& path, Spec& spec) {
+  std::optional<Fields> ParseClaimQuery(const Entry& entry, const std::string& path, Spec& spec,
+                                        bool witness = false) {
     const std::optional<Fields> claim =
-        ReadMapping(entry, path, {"metric", "lock_label", "lock", "token_label"});
-    if (!claim) return;
+        witness ? ReadMapping(entry, path, {"url", "metric", "lock_label", "lock"})
+                : ReadMapping(entry, path, {"metric", "lock_label", "lock", "token_label"});
+    if (!claim) return claim;
     auto label = [&](const char* key, bool metric, std::string& field) {
       const Entry* e = Optional(*claim, key);
       if (!e) return;
@@ -1128,6 +1131,7 @@ class ConfigParser {
       if (value && value->empty()) AddError(lock->Mark(), Join(path, "lock"), "must not be empty");
       if (value && !value->empty()) spec.lock = *value;
     }
+    return claim;
   }
 
   // ---- etcd elections and locks: the gateway, the prefix, the claim query.
@@ -1145,7 +1149,7 @@ class ConfigParser {
       return;
     }
     const std::optional<Fields> election =
-        ReadMapping(*entry, block, {"endpoints", "prefix", "claim"});
+        ReadMapping(*entry, block, {"endpoints", "prefix", "claim", "resource_witness"});
     if (!election) return;
     EtcdElectionSpec& spec = cluster.etcd_election;
     spec.lock = cluster.name;
@@ -1165,6 +1169,27 @@ class ConfigParser {
     if (const Entry* claim = Optional(*election, "claim")) {
       ParseClaimQuery(*claim, Join(block, "claim"), spec);
     }
+    if (const Entry* witness = Optional(*election, "resource_witness")) {
+      ParseResourceWitness(*witness, Join(block, "resource_witness"), spec);
+    }
+  }
+
+  // The resource's own report of the highest token it accepted: a metric, as the claims are,
+  // under the same rules (metric and label names, a non-empty lock).
+  void ParseResourceWitness(const Entry& entry, const std::string& path, EtcdElectionSpec& spec) {
+    EtcdElectionSpec names;
+    ResourceWitnessSpec witness;
+    names.claim_metric = witness.metric;
+    names.lock = spec.lock;
+    const std::optional<Fields> fields = ParseClaimQuery(entry, path, names, true);
+    if (!fields) return;
+    if (const Entry* url = Required(*fields, entry.value, path, "url")) {
+      witness.url = HttpUrl(*url, Join(path, "url"), false).value_or("");
+    }
+    witness.metric = names.claim_metric;
+    witness.lock_label = names.lock_label;
+    witness.lock = names.lock;
+    spec.resource_witness = std::move(witness);
   }
 
   MemberSpec ParseLeaseMember(const YAML::Node& node, const std::string& path, SeenNames& seen) {

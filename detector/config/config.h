@@ -78,6 +78,15 @@ struct RedisLeaseSpec {
 /// revision is the fencing token), read through the v3 JSON gateway (the cluster's
 /// `etcd_election:` block). Members are the candidates (`metrics_url`), claiming as for
 /// redis_lease, their token the create revision they believe they hold.
+/// Where a lock's protected resource reports the highest fencing token it accepted: the sample
+/// of `metric` whose `lock_label` is `lock` (or the metric's only sample) on `url`.
+struct ResourceWitnessSpec {
+  std::string url;  ///< "http://host:port/metrics"
+  std::string metric = "fencing_token_highest_accepted";
+  std::string lock_label = "name";
+  std::string lock;  ///< default: the claims' lock
+};
+
 struct EtcdElectionSpec {
   std::vector<std::string> endpoints;  ///< v3 JSON gateway URLs ("http://127.0.0.1:2379")
   std::string prefix;                  ///< the election's or lock's name, as the recipe's prefix
@@ -86,6 +95,8 @@ struct EtcdElectionSpec {
   std::string lock_label = "name";
   std::string lock;  ///< default: the cluster's name
   std::string token_label;
+  /// The protected resource's witness, when it checks tokens (fencing-aware severity).
+  std::optional<ResourceWitnessSpec> resource_witness;
 };
 
 /// How to reach members found in the DCS: their conn_url gives host and port, this gives the

@@ -7,6 +7,7 @@
 
 #include "detector/common/internal_errors.h"
 #include "detector/common/logfmt.h"
+#include "detector/verdicts/fencing.h"
 #include "detector/verdicts/lease_claims.h"
 #include "probes/async_probe.h"
 #include "probes/etcd.h"
@@ -137,7 +138,8 @@ void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::tim
                 VerdictName(assessment.verdict), assessment.lineage, assessment.summary);
   }
   ++state.verdict_rounds;
-  if (assessment.verdict == Verdict::kSplitBrain) {
+  // A split brain the resource fences (every zombie's token refused) warns: no incident.
+  if (assessment.verdict == Verdict::kSplitBrain && !assessment.split_brain_fenced) {
     if (!state.split_brain_open) state.split_brain_opened_at = at;
     state.split_brain_open = true;
   } else if (assessment.unreadable.empty() && assessment.writable.size() <= 1) {
@@ -158,6 +160,7 @@ void InheritState(const ClusterSnapshot& old, ClusterSnapshot& now) {
     }
   }
   now.history.lineage = old.history.lineage;
+  now.history.fencing = old.history.fencing;
   now.has_round = old.has_round;
   now.assessment = old.assessment;
   now.rounds = old.rounds;
@@ -787,8 +790,11 @@ Scheduler::RoundListener Scheduler::RecordRound(ClusterRuntime& cluster, RoundRe
   const ClusterSpec& spec = state.spec;  // RecordDcs may change its ttl and interval
   RecordObservations(state, round, times.end_wall, HolderOf(dcs));
   if (dcs != nullptr) RecordDcs(state, *dcs, times.end_wall);
+  const DcsView* view = dcs != nullptr ? std::get_if<DcsView>(dcs) : nullptr;
+  if (view != nullptr) RecordFencing(state.history.fencing, *view, times.end_wall);
   state.history.lineage = ChooseLineage(spec, state.history, dcs);
   Assessment assessment = Assess(spec, round, state.history, confirmation.confirmed, dcs);
+  JudgeFencing(state.history.fencing, view, round, assessment);
   std::optional<TransitionEvidence>& transition = confirmation.transition;
   if (!transition) {
     transition = DescribePrimaryMove(state.last_primary, state.last_primary_timeline,

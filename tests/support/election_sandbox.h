@@ -22,6 +22,7 @@ class EtcdCandidate {
     std::string value;  ///< the key's value, also the log file's name
     long ttl_s = 3;
     long renew_ms = 1000;
+    int storage_port = 0;  ///< a TokenStorage to write to while holding; 0 for none
   };
   EtcdCandidate(const std::string& binary, const Options& options, const std::string& log_dir);
   ~EtcdCandidate();
@@ -45,6 +46,30 @@ class EtcdCandidate {
   Options options_;
   std::string log_file_;
   int metrics_port_ = 0;
+  pid_t pid_ = -1;
+};
+
+/// The protected resource (tests/support/token_storage.cpp): takes writes with a token,
+/// rejecting lower ones unless `check` is false, and reports the stored token as
+/// fencing_token_highest_accepted{name=<lock>} on http://127.0.0.1:<port>/metrics.
+class TokenStorage {
+ public:
+  TokenStorage(const std::string& binary, const std::string& lock, bool check,
+               const std::string& log_dir);
+  ~TokenStorage();
+  TokenStorage(const TokenStorage&) = delete;
+  TokenStorage& operator=(const TokenStorage&) = delete;
+
+  int port() const { return port_; }
+  std::string metrics_url() const {
+    return "http://127.0.0.1:" + std::to_string(port_) + "/metrics";
+  }
+  /// The value of a counter or gauge line starting with `series` on /metrics; -1 if none.
+  long long Value(const std::string& series) const;
+
+ private:
+  std::string log_file_;
+  int port_ = 0;
   pid_t pid_ = -1;
 };
 

@@ -2,13 +2,16 @@
 // the `concurrency` recipes campaign, exporting its belief as client-go does.
 //
 //   etcd_candidate --endpoint URL --prefix P --lock L --value V --ttl-s N --renew-ms N
-//                  --metrics-port N
+//                  --metrics-port N [--storage-port N]
 //
 // Campaign: grant a lease of ttl-s, put <P>/<lease id in hex> = V with it, and hold once its
 // key has the lowest create revision under <P>/ (checked every renew-ms while waiting). The
 // token is the key's create revision. Every renew-ms: keep the lease alive; a keep-alive that
 // fails or finds the lease gone drops the claim and campaigns again. SIGUSR1 resigns (revokes
 // the lease, campaigns again at the back of the queue); SIGTERM/SIGINT revoke and exit.
+// With a storage port, once a period while it believes it holds (and at once when back from a
+// pause) it also writes to the protected resource
+// (tests/support/token_storage.cpp) with its token: POST /write?token=<revision>.
 // GET /metrics on 127.0.0.1:N serves leader_election_master_status{name=L,token=<revision>}
 // 1|0 and etcd_candidate_renewals_total.
 //
@@ -21,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -42,6 +46,7 @@ struct Options {
   std::string endpoint, prefix, lock, value;
   long ttl_s = 3, renew_ms = 1000;
   int metrics_port = 0;
+  int storage_port = 0;
 };
 
 void Log(const std::string& message) {
@@ -142,16 +147,35 @@ bool ParseArgs(int argc, char** argv, Options* options) {
     options->ttl_s = std::stol(args.at("--ttl-s"));
     options->renew_ms = std::stol(args.at("--renew-ms"));
     options->metrics_port = std::stoi(args.at("--metrics-port"));
+    if (args.count("--storage-port")) options->storage_port = std::stoi(args["--storage-port"]);
   } catch (const std::exception&) {
     return false;
   }
   return options->ttl_s > 0 && options->renew_ms > 0;
 }
 
-// Waits `millis` of the candidate's own running time (see the top of the file).
-void WaitRunningTime(long millis) {
+// Waits `millis` of the candidate's own running time (see the top of the file). Back from a
+// pause (a slice that took far longer than it slept), it calls `resumed` at once: the work it
+// was doing when paused goes on, as it does in a process back from a long GC pause.
+void WaitRunningTime(long millis, const std::function<void()>& resumed) {
   for (long slept = 0; slept < millis && !g_stop && !g_resign; slept += 10) {
+    const auto before = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (std::chrono::steady_clock::now() - before > std::chrono::milliseconds(500)) resumed();
+  }
+}
+
+// The holder's work: one write to the protected resource with its token.
+void Write(const Options& options, long long token) {
+  if (options.storage_port == 0) return;
+  httplib::Client client("127.0.0.1", options.storage_port);
+  client.set_connection_timeout(std::chrono::milliseconds(500));
+  client.set_read_timeout(std::chrono::milliseconds(500));
+  auto result = client.Post("/write?token=" + std::to_string(token), "", "text/plain");
+  if (!result) {
+    Log("write with token " + std::to_string(token) + ": no answer");
+  } else if (result->status != 200) {
+    Log("write with token " + std::to_string(token) + " refused: " + result->body);
   }
 }
 
@@ -213,6 +237,8 @@ int main(int argc, char** argv) {
   while (!g_stop) {
     // A resigning holder stops claiming before its key goes, so a hand-over never overlaps.
     if (g_resign) holding = false;
+    // The work, once a period, in the belief it holds.
+    if (holding) Write(options, token);
     const bool was_holding = holding;
     const bool now_holding = Step(candidate, was_holding, renewals);
     // The token is set before the claim, so that a claim never shows another key's revision.
@@ -221,7 +247,9 @@ int main(int argc, char** argv) {
     if (now_holding != was_holding) {
       Log(now_holding ? "elected with token " + std::to_string(token.load()) : "not holding");
     }
-    WaitRunningTime(options.renew_ms);
+    WaitRunningTime(options.renew_ms, [&] {
+      if (holding) Write(options, token);
+    });
   }
   holding = false;
   candidate.Revoke();
