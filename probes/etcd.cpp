@@ -118,9 +118,16 @@ std::variant<DcsView, ProbeFailure> EtcdScopeProbe::ParseRange(const nlohmann::j
                                                                const std::string& prefix) {
   DcsView view;
   const nlohmann::json* kvs = nullptr;
+  const nlohmann::json* header = nullptr;
   JsonFields fields(body, "range");
-  fields.Array("kvs", &kvs);
+  fields.Array("kvs", &kvs).Object("header", &header);
   if (fields.error()) return Malformed(*fields.error());
+  if (header != nullptr) {
+    // The store's revision: lower than before means etcd was restored from a backup.
+    JsonFields header_fields(*header, "range: header");
+    header_fields.DecimalInt64("revision", &view.store_revision);
+    if (header_fields.error()) return Malformed(*header_fields.error());
+  }
   if (kvs == nullptr) return view;  // etcd omits kvs when nothing matches
   for (size_t i = 0; i < kvs->size(); ++i) {
     const std::string where = "range: kvs[" + std::to_string(i) + "]";

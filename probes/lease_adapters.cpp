@@ -16,7 +16,11 @@ std::string ShownToken(std::string_view token) {
   return LogfmtEscape(token.substr(0, cut)) + "...(" + std::to_string(token.size()) + " bytes)";
 }
 
-ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec) {
+namespace {
+
+// The four claim fields every claims-only kind's spec has under the same names.
+template <typename Spec>
+ClaimQuery QueryOfSpec(const Spec& spec) {
   ClaimQuery query;
   query.metric = spec.claim_metric;
   query.lock_label = spec.lock_label;
@@ -25,18 +29,17 @@ ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec) {
   return query;
 }
 
-ClaimQuery ClaimQueryOf(const K8sLeaseSpec& spec) {
-  ClaimQuery query;
-  query.metric = spec.claim_metric;
-  query.lock_label = spec.lock_label;
-  query.lock = spec.lock;
-  query.token_label = spec.token_label;
-  return query;
-}
+}  // namespace
+
+ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec) { return QueryOfSpec(spec); }
+
+ClaimQuery ClaimQueryOf(const K8sLeaseSpec& spec) { return QueryOfSpec(spec); }
+
+ClaimQuery ClaimQueryOf(const EtcdElectionSpec& spec) { return QueryOfSpec(spec); }
 
 namespace {
 
-ClaimTarget TargetOf(const ClaimQuery& query, const MemberSpec& member) {
+ClaimTarget TargetOf(const MemberSpec& member, const ClaimQuery& query) {
   ClaimTarget target;
   target.member = member.name;
   target.url = member.claim_url;
@@ -47,10 +50,10 @@ ClaimTarget TargetOf(const ClaimQuery& query, const MemberSpec& member) {
 }  // namespace
 
 LeaseClaimProbe::LeaseClaimProbe(const ClusterSpec& spec, const MemberSpec& member)
-    : LeaseClaimProbe(ClaimQueryOf(spec.redis_lease), member) {}
+    : LeaseClaimProbe(member, ClaimQueryOf(spec.redis_lease)) {}
 
-LeaseClaimProbe::LeaseClaimProbe(const ClaimQuery& query, const MemberSpec& member)
-    : claims_(TargetOf(query, member)), lock_(query.lock), identity_(member.lease_identity) {}
+LeaseClaimProbe::LeaseClaimProbe(const MemberSpec& member, const ClaimQuery& query)
+    : claims_(TargetOf(member, query)), lock_(query.lock), identity_(member.lease_identity) {}
 
 Observation LeaseClaimProbe::Probe(SteadyClock::time_point deadline, StartGate* gate) {
   ClaimObservation claim = claims_.Probe(deadline, gate);

@@ -28,6 +28,9 @@ ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec);
 /// The claim query of a k8s_lease cluster (client-go's metric by default), likewise.
 ClaimQuery ClaimQueryOf(const K8sLeaseSpec& spec);
 
+/// The claim query of an etcd_election cluster, as MetricsClaimProbe takes it.
+ClaimQuery ClaimQueryOf(const EtcdElectionSpec& spec);
+
 /// One candidate's claim (MetricsClaimProbe over its metrics_url) as an Observation holding a
 /// LockClaimReading: the lock's name as lineage; its token is the token label's value, else
 /// the member's configured identity. Follows the start gate convention of probes/README.md.
@@ -35,8 +38,8 @@ ClaimQuery ClaimQueryOf(const K8sLeaseSpec& spec);
 class LeaseClaimProbe : public MemberProbe {
  public:
   LeaseClaimProbe(const ClusterSpec& spec, const MemberSpec& member);
-  /// The same on another kind's claim query (its `lock` names the lock).
-  LeaseClaimProbe(const ClaimQuery& query, const MemberSpec& member);
+  /// The same over any claim query (an etcd election's): `query.lock` is the lineage.
+  LeaseClaimProbe(const MemberSpec& member, const ClaimQuery& query);
   Observation Probe(SteadyClock::time_point deadline, StartGate* gate) override;
 
  private:

@@ -160,4 +160,26 @@ ClaimObservation MetricsClaimProbe::Probe(SteadyClock::time_point deadline, Star
   return obs;
 }
 
+std::variant<std::string, ProbeFailure> MetricsClaimProbe::ReadText(
+    SteadyClock::time_point deadline) {
+  if (deadline <= SteadyClock::now())
+    return ProbeFailure{ProbeFailureReason::kTimeout, "no time left"};
+  try {
+    if (!client_) {
+      if (base_.rfind("http://", 0) != 0 && base_.rfind("https://", 0) != 0) {
+        return ProbeFailure{ProbeFailureReason::kConfig,
+                            "the URL's scheme is neither http nor https"};
+      }
+      client_ = std::make_unique<httplib::Client>(base_);
+      client_->set_keep_alive(true);
+    }
+    auto body = Fetch(deadline);
+    if (std::holds_alternative<ProbeFailure>(body)) client_.reset();
+    return body;
+  } catch (const std::exception& e) {
+    client_.reset();
+    return ProbeFailure{ProbeFailureReason::kConfig, std::string("URL: ") + e.what()};
+  }
+}
+
 }  // namespace sbd

@@ -78,6 +78,10 @@ class MetricsClaimProbe {
   /// sent only once every probe sharing it is ready; arrives at the gate exactly once.
   ClaimObservation Probe(SteadyClock::time_point deadline, StartGate* gate);
 
+  /// The endpoint's whole answer (exposition text), giving up at `deadline`, for readers of
+  /// other series than a claim (a lock's resource witness). No gate.
+  std::variant<std::string, ProbeFailure> ReadText(SteadyClock::time_point deadline);
+
  private:
   std::variant<std::string, ProbeFailure> Fetch(SteadyClock::time_point deadline);
 

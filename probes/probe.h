@@ -221,6 +221,15 @@ struct DcsView {
   /// Stores that keep the holder's token rather than a member's name (an application lease's
   /// key): the token, raw bytes. The engine names as `holder` the member claiming with it.
   std::string holder_token;
+  /// Stores that queue candidates (an etcd election or lock): the candidates waiting behind
+  /// the holder, in the order they would take it ("<key> (revision N)", escaped). Evidence.
+  std::vector<std::string> waiting;
+  /// The store's own revision at the read (etcd's header revision); 0 when unknown. A lower
+  /// one than before means the store went back in time (a restore from backup).
+  std::int64_t store_revision = 0;
+  /// Locks with a resource witness: the highest token the protected resource says it accepted
+  /// (none when there is no witness or it was unreadable: then `rejected` says why).
+  std::optional<std::int64_t> resource_token;
 };
 
 /// The timing of one reading: the answer was produced somewhere inside [sent, received].

@@ -314,6 +314,29 @@ TEST_CASE("config: a redis_lease cluster reads its key, login, claim query and c
   CHECK(jobs.redis_lease.token_label.empty());
 }
 
+TEST_CASE("config: an etcd_election cluster reads its gateway, prefix, claim query and candidates",
+          "[config]") {
+  const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-etcd-election.yml")).clusters();
+  REQUIRE(clusters.size() == 1);
+  const sbd::ClusterSpec& c = clusters[0];
+  CHECK(c.kind == sbd::ClusterKind::kEtcdElection);
+  CHECK(c.etcd_election.endpoints ==
+        std::vector<std::string>{"http://127.0.0.1:2379", "http://127.0.0.2:2379"});
+  CHECK(c.etcd_election.prefix == "/election/orders");
+  CHECK(c.etcd_election.claim_metric == "leader_election_master_status");
+  CHECK(c.etcd_election.lock == "orders");
+  CHECK(c.etcd_election.token_label == "revision");
+  CHECK(c.etcd_endpoints.empty());  // Patroni's, not this kind's
+  REQUIRE(c.etcd_election.resource_witness.has_value());
+  CHECK(c.etcd_election.resource_witness->url == "http://127.0.0.1:9200/metrics");
+  CHECK(c.etcd_election.resource_witness->metric == "fencing_token_highest_accepted");
+  CHECK(c.etcd_election.resource_witness->lock_label == "lock");
+  CHECK(c.etcd_election.resource_witness->lock == "orders");
+  REQUIRE(c.members.size() == 2);
+  CHECK(c.members[0].claim_url == "http://127.0.0.1:9101/metrics");
+  CHECK(c.members[1].lease_identity == "worker-b");
+}
+
 TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
   // Every error carries file:line:column, the key path and a message, sorted by position.
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
@@ -376,8 +399,20 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "10:11: clusters[1].name: expected a name of letters, digits, '_', '.' and '-'",
         "11:14: clusters[1].members: expected a sequence", "12:1: extra: unknown key"}},
       {"invalid-kind.yml",
-       {"3:11: clusters[0].kind: expected postgres, patroni, redis, redis_lease or k8s_lease",
-        "8:11: clusters[1].kind: expected postgres, patroni, redis, redis_lease or k8s_lease"}},
+       {"3:11: clusters[0].kind: expected postgres, patroni, redis, redis_lease, k8s_lease or etcd_election",
+        "8:11: clusters[1].kind: expected postgres, patroni, redis, redis_lease, k8s_lease or etcd_election"}},
+      {"invalid-etcd-election.yml",
+       {"5:19: clusters[0].etcd_election.endpoints[0]: expected an http:// or https:// URL",
+        "6:15: clusters[0].etcd_election.prefix: expected 1 to 1024 bytes",
+        "8:17: clusters[0].etcd_election.claim.metric: expected a metric name "
+        "([a-zA-Z_:][a-zA-Z0-9_:]*)",
+        "9:7: clusters[0].etcd_election.extra: unknown key",
+        "11:9: clusters[0].etcd_election.resource_witness.url: required",
+        "11:17: clusters[0].etcd_election.resource_witness.metric: expected a metric name "
+        "([a-zA-Z_:][a-zA-Z0-9_:]*)",
+        "12:5: clusters[0].file_sd: not supported for kind: etcd_election yet",
+        "18:5: clusters[1].etcd_election: required",
+        "28:5: clusters[2].etcd_election: only valid for kind: etcd_election"}},
       {"invalid-redis-lease.yml",
        {"4:5: clusters[0].scope: only valid for kind: patroni",
         "6:16: clusters[0].redis_lease.address: expected host:port",

@@ -608,7 +608,7 @@ class ConfigParser {
         ReadMapping(node, path,
                     {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier",
                      "members", "scope", "namespace", "etcd", "discover", "discovery", "file_sd",
-                     "redis", "redis_lease", "k8s_lease"});
+                     "redis", "redis_lease", "k8s_lease", "etcd_election"});
     if (!fields) return cluster;
     if (const Entry* name = Required(*fields, node, path, "name")) {
       cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
@@ -622,19 +622,16 @@ class ConfigParser {
       ParseSystemIdentifier(*id, Join(path, "system_identifier"), cluster);
     }
     const std::optional<bool> discover = ParsePatroniSettings(*fields, node, path, kind, cluster);
-    if (const Entry* file_sd = Optional(*fields, "file_sd");
-        file_sd && (kind == ClusterKind::kRedis || kind == ClusterKind::kRedisLease ||
-                    kind == ClusterKind::kK8sLease)) {
+    if (const Entry* file_sd = Optional(*fields, "file_sd"); file_sd && ClaimsOnly(kind)) {
       AddError(file_sd->key.Mark(), Join(path, "file_sd"),
-               kind == ClusterKind::kRedis        ? "not supported for kind: redis yet"
-               : kind == ClusterKind::kRedisLease ? "not supported for kind: redis_lease yet"
-                                                  : "not supported for kind: k8s_lease yet");
+               "not supported for kind: " + KindName(kind) + " yet");
     } else if (file_sd) {
       ParseFileSd(*file_sd, Join(path, "file_sd"), kind, cluster);
     }
     ParseRedisBlock(*fields, node, path, kind, cluster);
     ParseRedisLeaseBlock(*fields, node, path, kind, cluster);
     ParseK8sLeaseBlock(*fields, node, path, kind, cluster);
+    ParseEtcdElectionBlock(*fields, node, path, kind, cluster);
     // file_sd may supply every member: the check for an empty list waits for its targets.
     ParseMembers(*fields, node, path, kind, discover, cluster);
     if (cluster.file_sd) ResolveFileSd(*fields, path, cluster);
@@ -657,9 +654,24 @@ class ConfigParser {
     if (text == "redis") return ClusterKind::kRedis;
     if (text == "redis_lease") return ClusterKind::kRedisLease;
     if (text == "k8s_lease") return ClusterKind::kK8sLease;
+    if (text == "etcd_election") return ClusterKind::kEtcdElection;
     AddError(entry->Mark(), Join(path, "kind"),
-             "expected postgres, patroni, redis, redis_lease or k8s_lease");
+             "expected postgres, patroni, redis, redis_lease, k8s_lease or etcd_election");
     return std::nullopt;
+  }
+
+  // Kinds whose members are Redis servers or claim endpoints, never found by discovery.
+  static bool ClaimsOnly(Kind kind) {
+    return kind == ClusterKind::kRedis || kind == ClusterKind::kRedisLease ||
+           kind == ClusterKind::kK8sLease || kind == ClusterKind::kEtcdElection;
+  }
+
+  static std::string KindName(Kind kind) {
+    if (kind == ClusterKind::kRedis) return "redis";
+    if (kind == ClusterKind::kRedisLease) return "redis_lease";
+    if (kind == ClusterKind::kK8sLease) return "k8s_lease";
+    if (kind == ClusterKind::kEtcdElection) return "etcd_election";
+    return "patroni";
   }
 
   // A key that only a patroni cluster may have: on a postgres cluster it is reported (at the
@@ -755,13 +767,19 @@ class ConfigParser {
     const std::optional<Fields> fields = ReadMapping(entry, path, {"endpoints"});
     if (!fields) return;
     const Entry* endpoints = Required(*fields, entry.value, path, "endpoints");
-    const std::string endpoints_path = Join(path, "endpoints");
-    if (!endpoints || !NonEmptySequence(*endpoints, endpoints_path, "endpoint")) return;
-    for (size_t i = 0; i < endpoints->value.size(); ++i) {
+    if (endpoints) cluster.etcd_endpoints = EtcdEndpoints(*endpoints, Join(path, "endpoints"));
+  }
+
+  // A non-empty list of etcd v3 JSON gateway URLs.
+  std::vector<std::string> EtcdEndpoints(const Entry& endpoints, const std::string& path) {
+    std::vector<std::string> urls;
+    if (!NonEmptySequence(endpoints, path, "endpoint")) return urls;
+    for (size_t i = 0; i < endpoints.value.size(); ++i) {
       const std::optional<std::string> url =
-          HttpUrl(Item(endpoints->value[i]), Index(endpoints_path, i), true);
-      if (url) cluster.etcd_endpoints.push_back(*url);
+          HttpUrl(Item(endpoints.value[i]), Index(path, i), true);
+      if (url) urls.push_back(*url);
     }
+    return urls;
   }
 
   // Settings for members found in the DCS: their host and port come from there, so the dsn may
@@ -809,9 +827,7 @@ class ConfigParser {
     if (!members || (members->value.IsSequence() && members->value.size() == 0)) {
       // An invalid discover (reported) waives the check rather than guessing; file_sd may
       // supply every member (checked once its targets are read).
-      if (kind != ClusterKind::kPostgres && kind != ClusterKind::kRedis &&
-          kind != ClusterKind::kRedisLease && kind != ClusterKind::kK8sLease &&
-          discover.value_or(true)) {
+      if (kind != ClusterKind::kPostgres && !ClaimsOnly(kind) && discover.value_or(true)) {
         return;
       }
       if (cluster.file_sd) return;
@@ -1092,13 +1108,15 @@ class ConfigParser {
     }
   }
 
-  // The claim's metric, the label naming the lock and its value, and the token's label, into
-  // a RedisLeaseSpec or a K8sLeaseSpec (the same four fields).
-  template <typename LeaseSpec>
-  void ParseClaimQuery(const Entry& entry, const std::string& path, LeaseSpec& spec) {
+  // The claim's metric, the label naming the lock and its value, and the token's label.
+  // Also the resource witness's query (`witness`): its url instead of a token label.
+  template <typename Spec>
+  std::optional<Fields> ParseClaimQuery(const Entry& entry, const std::string& path, Spec& spec,
+                                        bool witness = false) {
     const std::optional<Fields> claim =
-        ReadMapping(entry, path, {"metric", "lock_label", "lock", "token_label"});
-    if (!claim) return;
+        witness ? ReadMapping(entry, path, {"url", "metric", "lock_label", "lock"})
+                : ReadMapping(entry, path, {"metric", "lock_label", "lock", "token_label"});
+    if (!claim) return claim;
     auto label = [&](const char* key, bool metric, std::string& field) {
       const Entry* e = Optional(*claim, key);
       if (!e) return;
@@ -1124,6 +1142,65 @@ class ConfigParser {
       if (value && value->empty()) AddError(lock->Mark(), Join(path, "lock"), "must not be empty");
       if (value && !value->empty()) spec.lock = *value;
     }
+    return claim;
+  }
+
+  // ---- etcd elections and locks: the gateway, the prefix, the claim query.
+
+  void ParseEtcdElectionBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
+                              Kind kind, ClusterSpec& cluster) {
+    const std::string block = Join(path, "etcd_election");
+    const Entry* entry = Optional(fields, "etcd_election");
+    if (entry && kind.has_value() && *kind != ClusterKind::kEtcdElection) {
+      AddError(entry->key.Mark(), block, "only valid for kind: etcd_election");
+      return;
+    }
+    if (!entry) {
+      if (kind == ClusterKind::kEtcdElection) AddError(node.Mark(), block, "required");
+      return;
+    }
+    const std::optional<Fields> election =
+        ReadMapping(*entry, block, {"endpoints", "prefix", "claim", "resource_witness"});
+    if (!election) return;
+    EtcdElectionSpec& spec = cluster.etcd_election;
+    spec.lock = cluster.name;
+    if (const Entry* endpoints = Required(*election, entry->value, block, "endpoints")) {
+      spec.endpoints = EtcdEndpoints(*endpoints, Join(block, "endpoints"));
+    }
+    if (const Entry* prefix = Required(*election, entry->value, block, "prefix")) {
+      const std::string at = Join(block, "prefix");
+      const std::optional<std::string> value = String(*prefix, at);
+      if (value && (value->empty() || value->size() > kMaxLeaseKeyBytes)) {
+        AddError(prefix->Mark(), at,
+                 "expected 1 to " + std::to_string(kMaxLeaseKeyBytes) + " bytes");
+      } else if (value) {
+        spec.prefix = *value;
+      }
+    }
+    if (const Entry* claim = Optional(*election, "claim")) {
+      ParseClaimQuery(*claim, Join(block, "claim"), spec);
+    }
+    if (const Entry* witness = Optional(*election, "resource_witness")) {
+      ParseResourceWitness(*witness, Join(block, "resource_witness"), spec);
+    }
+  }
+
+  // The resource's own report of the highest token it accepted: a metric, as the claims are,
+  // under the same rules (metric and label names, a non-empty lock).
+  void ParseResourceWitness(const Entry& entry, const std::string& path, EtcdElectionSpec& spec) {
+    EtcdElectionSpec names;
+    ResourceWitnessSpec witness;
+    names.claim_metric = witness.metric;
+    names.lock = spec.lock;
+    const std::optional<Fields> fields = ParseClaimQuery(entry, path, names, true);
+    if (!fields) return;
+    if (const Entry* url = Required(*fields, entry.value, path, "url")) {
+      witness.url = HttpUrl(*url, Join(path, "url"), false).value_or("");
+    }
+    witness.metric = names.claim_metric;
+    witness.lock_label = names.lock_label;
+    witness.lock = names.lock;
+    spec.resource_witness = std::move(witness);
   }
 
   // ---- Kubernetes Leases: the API server and its credentials, the Lease, the claim query.
@@ -1223,7 +1300,8 @@ class ConfigParser {
   MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen,
                          Kind kind) {
     if (kind == ClusterKind::kRedis) return ParseRedisMember(node, path, seen);
-    if (kind == ClusterKind::kRedisLease || kind == ClusterKind::kK8sLease) {
+    if (kind == ClusterKind::kRedisLease || kind == ClusterKind::kK8sLease ||
+        kind == ClusterKind::kEtcdElection) {
       return ParseLeaseMember(node, path, seen);
     }
     MemberSpec member;

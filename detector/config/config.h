@@ -41,7 +41,7 @@ struct MemberSpec {
 
 /// What kind of cluster this is: plain PostgreSQL, Patroni with its lock in etcd, or a Redis
 /// replication group whose record Sentinel keeps.
-enum class ClusterKind { kPostgres, kPatroni, kRedis, kRedisLease, kK8sLease };
+enum class ClusterKind { kPostgres, kPatroni, kRedis, kRedisLease, kK8sLease, kEtcdElection };
 
 /// A Redis replication group under Sentinel (the cluster's `redis:` block). Members are Redis
 /// servers (`address: host:port`); the sentinels keep the record of which one is master.
@@ -94,6 +94,30 @@ struct K8sLeaseSpec {
   std::string lock_label = "name";
   std::string lock;
   std::string token_label;  ///< empty: client-go's metric has no token label
+/// An etcd v3 election or lock (the `concurrency` recipes: each candidate puts a key under
+/// `prefix` with its session's lease; the key with the lowest create revision holds, and that
+/// revision is the fencing token), read through the v3 JSON gateway (the cluster's
+/// `etcd_election:` block). Members are the candidates (`metrics_url`), claiming as for
+/// redis_lease, their token the create revision they believe they hold.
+/// Where a lock's protected resource reports the highest fencing token it accepted: the sample
+/// of `metric` whose `lock_label` is `lock` (or the metric's only sample) on `url`.
+struct ResourceWitnessSpec {
+  std::string url;  ///< "http://host:port/metrics"
+  std::string metric = "fencing_token_highest_accepted";
+  std::string lock_label = "name";
+  std::string lock;  ///< default: the claims' lock
+};
+
+struct EtcdElectionSpec {
+  std::vector<std::string> endpoints;  ///< v3 JSON gateway URLs ("http://127.0.0.1:2379")
+  std::string prefix;                  ///< the election's or lock's name, as the recipe's prefix
+  /// The claim, as for redis_lease.
+  std::string claim_metric = "leader_election_master_status";
+  std::string lock_label = "name";
+  std::string lock;  ///< default: the cluster's name
+  std::string token_label;
+  /// The protected resource's witness, when it checks tokens (fencing-aware severity).
+  std::optional<ResourceWitnessSpec> resource_witness;
 };
 
 /// How to reach members found in the DCS: their conn_url gives host and port, this gives the
@@ -158,6 +182,8 @@ struct ClusterSpec {
   RedisLeaseSpec redis_lease;
   /// Kubernetes Leases: the API server, the Lease and the claim query.
   K8sLeaseSpec k8s_lease;
+  /// etcd elections and locks: the gateway, the prefix and the claim query.
+  EtcdElectionSpec etcd_election;
 };
 
 /// Where alerts go: every Alertmanager gets every alert (POST /api/v2/alerts).

@@ -7,9 +7,11 @@
 
 #include "detector/common/internal_errors.h"
 #include "detector/common/logfmt.h"
+#include "detector/verdicts/fencing.h"
 #include "detector/verdicts/lease_claims.h"
 #include "probes/async_probe.h"
 #include "probes/etcd.h"
+#include "probes/etcd_election.h"
 #include "probes/http_json.h"
 #include "probes/k8s_lease.h"
 #include "probes/lease_adapters.h"
@@ -137,7 +139,8 @@ void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::tim
                 VerdictName(assessment.verdict), assessment.lineage, assessment.summary);
   }
   ++state.verdict_rounds;
-  if (assessment.verdict == Verdict::kSplitBrain) {
+  // A split brain the resource fences (every zombie's token refused) warns: no incident.
+  if (assessment.verdict == Verdict::kSplitBrain && !assessment.split_brain_fenced) {
     if (!state.split_brain_open) state.split_brain_opened_at = at;
     state.split_brain_open = true;
   } else if (assessment.unreadable.empty() && assessment.writable.size() <= 1) {
@@ -158,6 +161,7 @@ void InheritState(const ClusterSnapshot& old, ClusterSnapshot& now) {
     }
   }
   now.history.lineage = old.history.lineage;
+  now.history.fencing = old.history.fencing;
   now.has_round = old.has_round;
   now.assessment = old.assessment;
   now.rounds = old.rounds;
@@ -234,7 +238,7 @@ std::string RedisLeaseRecord(const ClusterSpec& spec) {
 
 std::unique_ptr<MemberProbe> K8sLeaseClaimMember(const ClusterSpec& spec,
                                                  const MemberSpec& member) {
-  return std::make_unique<LeaseClaimProbe>(ClaimQueryOf(spec.k8s_lease), member);
+  return std::make_unique<LeaseClaimProbe>(member, ClaimQueryOf(spec.k8s_lease));
 }
 
 std::unique_ptr<LockStore> K8sLeaseObjectStore(const ClusterSpec& spec) {
@@ -242,6 +246,19 @@ std::unique_ptr<LockStore> K8sLeaseObjectStore(const ClusterSpec& spec) {
 }
 
 std::string K8sLeaseObjectRecord(const ClusterSpec& spec) { return K8sLeaseRecord(spec.k8s_lease); }
+std::unique_ptr<MemberProbe> ElectionClaimMember(const ClusterSpec& spec,
+                                                 const MemberSpec& member) {
+  return std::make_unique<LeaseClaimProbe>(member, ClaimQueryOf(spec.etcd_election));
+}
+
+std::unique_ptr<LockStore> EtcdElectionKeyStore(const ClusterSpec& spec) {
+  return std::make_unique<EtcdElectionStore>(spec);
+}
+
+std::string EtcdElectionRecord(const ClusterSpec& spec) {
+  return "etcd keys under " + LogfmtEscape(ElectionKeyPrefix(spec.etcd_election.prefix)) +
+         ", lowest create revision";
+}
 
 // A built-in kind: the name the config spells, the probe of its members, the lock store that
 // keeps its record (none when the members' claims are all there is) and where that store
@@ -264,6 +281,8 @@ constexpr BuiltInKind kBuiltInKinds[] = {
      RedisLeaseRecord},
     {ClusterKind::kK8sLease, "k8s_lease", K8sLeaseClaimMember, K8sLeaseObjectStore,
      K8sLeaseObjectRecord},
+    {ClusterKind::kEtcdElection, "etcd_election", ElectionClaimMember, EtcdElectionKeyStore,
+     EtcdElectionRecord},
 };
 
 const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {
@@ -1004,8 +1023,11 @@ Scheduler::RoundListener Scheduler::RecordRound(ClusterRuntime& cluster, RoundRe
   const ClusterSpec& spec = state.spec;  // RecordDcs may change its ttl and interval
   RecordObservations(state, round, times.end_wall, HolderOf(dcs));
   if (dcs != nullptr) RecordDcs(state, *dcs, times.end_wall);
+  const DcsView* view = dcs != nullptr ? std::get_if<DcsView>(dcs) : nullptr;
+  if (view != nullptr) RecordFencing(state.history.fencing, *view, times.end_wall);
   state.history.lineage = ChooseLineage(spec, state.history, dcs);
   Assessment assessment = Assess(spec, round, state.history, confirmation.confirmed, dcs);
+  JudgeFencing(state.history.fencing, view, round, assessment);
   std::optional<TransitionEvidence>& transition = confirmation.transition;
   if (!transition) {
     transition = DescribePrimaryMove(state.last_primary, state.last_primary_timeline,

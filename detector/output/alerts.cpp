@@ -128,6 +128,15 @@ std::string Evidence(const ClusterSnapshot& c, Millis resend_interval) {
       }
     }
   }
+  if (a.resource_token) {
+    out << "\nThe resource's highest accepted token: " << *a.resource_token;
+    if (!a.fenced_zombies.empty())
+      out << "; fenced (their writes refused): " << Join(a.fenced_zombies);
+    out << ".";
+  }
+  for (const std::string& regression : a.fencing_regressions) {
+    out << "\nFence broken: " << regression << ".";
+  }
   if (c.write_window) out << WriteWindowEvidence(*c.write_window, resend_interval);
   return out.str();
 }
@@ -178,9 +187,10 @@ std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alert
   const Assessment& a = c.assessment;
   const bool persisted = c.verdict_rounds >= kWarningRounds;
   // The page stays up for the whole incident, not only for the rounds that confirm it.
-  if (a.verdict == Verdict::kSplitBrain || c.split_brain_open) {
+  const bool split_brain = a.verdict == Verdict::kSplitBrain && !a.split_brain_fenced;
+  if (split_brain || c.split_brain_open) {
     std::string summary = "Split brain in " + c.spec.name + ": ";
-    if (a.verdict == Verdict::kSplitBrain) {
+    if (split_brain) {
       summary += Join(a.writable) + " writable at once";
       if (!a.zombies.empty()) {
         summary += "; zombie " + Join(a.zombies) + ", lock holder " +
@@ -194,6 +204,23 @@ std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alert
     firing.push_back(Make(c, alerting, links, "SplitBrain", "critical", summary, "split-brain.md"));
   }
   const bool paged = !firing.empty();
+  if (!paged && a.verdict == Verdict::kSplitBrain && a.split_brain_fenced) {
+    // The resource refuses every zombie's token: a double holder that can do no harm.
+    firing.push_back(Make(c, alerting, links, "SplitBrainFenced", "warning",
+                          "Fenced double holder in " + c.spec.name + ": " + Join(a.writable) +
+                              " claim at once; zombie " + Join(a.zombies) + ", lock holder " +
+                              a.lock_holder + TokenEvidence(c) +
+                              "; the resource's highest accepted token is " +
+                              std::to_string(*a.resource_token) + ", so it refuses the zombie",
+                          "split-brain-fenced.md"));
+  }
+  if (!a.fencing_regressions.empty()) {
+    std::string what;
+    for (const auto& r : a.fencing_regressions) what += (what.empty() ? "" : "; ") + r;
+    firing.push_back(Make(c, alerting, links, "FencingTokenRegressed", "critical",
+                          "The fence of " + c.spec.name + " is broken: " + what,
+                          "fencing-token-regressed.md"));
+  }
   switch (paged ? Verdict::kHealthy : a.verdict) {
     case Verdict::kSuppressed:
       // A declaration keeps a confirmed split brain from paging, never from being seen.

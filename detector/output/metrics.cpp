@@ -274,8 +274,45 @@ std::vector<MetricFamily> ProbeCounterFamilies(const std::vector<ClusterSnapshot
   return TakeAll({&duration, &probes, &failures});
 }
 
+// Fencing-aware severity (clusters with a lock store): the split brain the resource fences,
+// the fence broken, and the tokens behind both.
+struct FencingFamilies {
+  Family fenced{"splitbrain_cluster_split_brain_fenced",
+                "1 when a confirmed double holder's every zombie has a token below the "
+                "resource's highest accepted (SplitBrainFenced, not paged).",
+                MetricType::Gauge};
+  Family regressed{"splitbrain_fencing_token_regressed",
+                   "1 while a fencing token went backwards: the resource accepted a lower token "
+                   "after a higher one, or the lock store's revision went back "
+                   "(FencingTokenRegressed).",
+                   MetricType::Gauge};
+  Family store_revision{"splitbrain_lock_store_revision",
+                        "The lock store's own revision at the last successful read (etcd).",
+                        MetricType::Gauge};
+  Family resource_token{"splitbrain_resource_fencing_token",
+                        "The highest token the lock's resource witness says it accepted.",
+                        MetricType::Gauge};
+};
+
+void AddFencing(const ClusterSnapshot& c, FencingFamilies& fencing) {
+  const std::string& name = c.spec.name;
+  const Assessment& a = c.assessment;
+  if (c.has_round) {
+    fencing.fenced.Add({{"cluster", name}}, a.split_brain_fenced ? 1 : 0);
+    fencing.regressed.Add({{"cluster", name}}, a.fencing_regressions.empty() ? 0 : 1);
+  }
+  if (c.last_good_dcs && c.last_good_dcs->store_revision > 0) {
+    fencing.store_revision.Add({{"cluster", name}},
+                               static_cast<double>(c.last_good_dcs->store_revision));
+  }
+  if (a.resource_token) {
+    fencing.resource_token.Add({{"cluster", name}}, static_cast<double>(*a.resource_token));
+  }
+}
+
 // Per cluster: its kind, and what its lock store said (clusters with one).
 std::vector<MetricFamily> LockStoreFamilies(const std::vector<ClusterSnapshot>& clusters) {
+  FencingFamilies fencing;
   Family cluster_info("splitbrain_cluster_info", "The cluster's kind and Patroni scope.",
                       MetricType::Gauge);
   Family lock_up("splitbrain_lock_store_up",
@@ -302,6 +339,7 @@ std::vector<MetricFamily> LockStoreFamilies(const std::vector<ClusterSnapshot>& 
     const std::string& name = c.spec.name;
     cluster_info.Add({{"cluster", name}, {"kind", c.lock.kind}, {"scope", c.spec.scope}}, 1);
     if (!c.lock.has_store) continue;
+    AddFencing(c, fencing);
     lock_failures.Add({{"cluster", name}}, static_cast<double>(c.dcs_failures));
     if (c.last_dcs) lock_up.Add({{"cluster", name}}, c.dcs_consecutive_failures == 0 ? 1 : 0);
     if (c.last_good_dcs) {
@@ -314,7 +352,8 @@ std::vector<MetricFamily> LockStoreFamilies(const std::vector<ClusterSnapshot>& 
     }
   }
   return TakeAll({&cluster_info, &lock_up, &lock_failures, &lock_success, &lock_holder, &lease_left,
-                  &lock_revision, &lock_dissent});
+                  &lock_revision, &lock_dissent, &fencing.fenced, &fencing.regressed, &fencing.store_revision,
+                  &fencing.resource_token});
 }
 
 // Per member: its standing with the lock (clusters with a lock store), and what its manager

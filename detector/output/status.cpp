@@ -161,6 +161,8 @@ nlohmann::json LockJson(const ClusterSnapshot& c) {
     // Keys the lock store holds that could not be read (e.g. a hostile members/* value).
     lock["rejected_keys"] = c.last_good_dcs->rejected;
     if (!c.last_good_dcs->dissent.empty()) lock["dissent"] = c.last_good_dcs->dissent;
+    // Candidates queued behind the holder (an etcd election or lock), in order.
+    if (!c.last_good_dcs->waiting.empty()) lock["waiting"] = c.last_good_dcs->waiting;
     if (!c.last_good_dcs->holder_token.empty()) {
       lock["holder_token"] = ShownToken(c.last_good_dcs->holder_token);
     }
@@ -357,6 +359,29 @@ void AddWriteWindow(const WriteWindow& w, nlohmann::json& cluster) {
   }
 }
 
+// Fencing-aware severity: the tokens the fence is judged by and what it decided. Patroni's
+// tokens are the leader key's revision and the leader's timeline.
+nlohmann::json FencingJson(const ClusterSnapshot& c) {
+  const Assessment& a = c.assessment;
+  nlohmann::json fencing = {{"split_brain_fenced", a.split_brain_fenced},
+                            {"fenced_zombies", a.fenced_zombies},
+                            {"regressions", a.fencing_regressions}};
+  if (a.resource_token) fencing["resource_token"] = *a.resource_token;
+  if (c.last_good_dcs) {
+    fencing["lock_revision"] = c.last_good_dcs->mod_revision;
+    if (c.last_good_dcs->store_revision > 0) {
+      fencing["store_revision"] = c.last_good_dcs->store_revision;
+    }
+  }
+  for (const Observation& obs : c.last_round) {
+    const PostgresReading* reading = obs.reading();
+    if (reading != nullptr && obs.member == a.lock_holder) {
+      fencing["holder_timeline"] = reading->timeline;
+    }
+  }
+  return fencing;
+}
+
 // A cluster with a round: its verdict, the evidence behind it and every member.
 void AddRoundFields(const ClusterSnapshot& c, nlohmann::json& cluster) {
   const Assessment& a = c.assessment;
@@ -388,6 +413,7 @@ void AddRoundFields(const ClusterSnapshot& c, nlohmann::json& cluster) {
   if (c.lock.has_store) {
     cluster["lock"] = LockJson(c);
     cluster["evidence"]["zombies"] = a.zombies;
+    cluster["fencing"] = FencingJson(c);
   }
   if (!c.spec.scope.empty()) cluster["evidence"]["other_scope"] = a.other_scope;
   if (!a.fenced.empty()) cluster["evidence"]["fenced"] = a.fenced;

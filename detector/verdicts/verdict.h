@@ -48,10 +48,22 @@ struct MemberHistory {
   bool last_known_writable() const { return last_claim && last_claim->writable(); }
 };
 
+/// What the detector remembers of a lock's fencing tokens across rounds (issue 13): the
+/// highest the lock store and the resource witness have shown, and each time one went back.
+struct FencingMemory {
+  std::int64_t store_revision_high = 0;  ///< the highest store revision read; 0 none yet
+  std::int64_t resource_high = -1;       ///< the highest token the witness showed; -1 none
+  /// Each regression seen, in words ("the resource accepted token 17 after 42"), and when the
+  /// latest was seen. They stay for kFencingRegressionHold after it: the fence was broken.
+  std::vector<std::string> regressions;
+  std::optional<WallClock::time_point> last_regression;
+};
+
 /// Per-cluster memory: member histories and the lineage the cluster is judged by.
 struct ClusterHistory {
   std::map<std::string, MemberHistory> members;
   std::string lineage;
+  FencingMemory fencing;
 };
 
 /// The lock store's answer for one round of a Patroni cluster.
@@ -145,6 +157,15 @@ struct Assessment {
   std::string lock_holder;               ///< the leader key's value ("" = no leader key)
   std::vector<std::string> zombies;      ///< writable members that do not hold the lock
   std::vector<std::string> other_scope;  ///< members whose manager claims another scope
+
+  // Locks whose resource reports the highest token it accepted (a resource witness).
+  std::optional<std::int64_t> resource_token;  ///< the witness's token this round
+  /// Zombies whose token is below the resource's: the resource rejects their writes.
+  std::vector<std::string> fenced_zombies;
+  /// A confirmed split brain whose every zombie is fenced: SplitBrainFenced warns, no page.
+  bool split_brain_fenced = false;
+  /// The fence itself broken (FencingTokenRegressed): a token or revision that went back.
+  std::vector<std::string> fencing_regressions;
 };
 
 /// Pure: decides from the (post-confirmation) round, the history already updated with it,

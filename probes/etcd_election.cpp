@@ -1,0 +1,224 @@
+#include "probes/etcd_election.h"
+
+#include <algorithm>
+
+#include "detector/common/logfmt.h"
+#include "probes/exposition.h"
+#include "probes/http_json.h"
+#include "probes/json_fields.h"
+
+namespace sbd {
+namespace {
+
+ProbeFailure Malformed(const std::string& what) {
+  return ProbeFailure{ProbeFailureReason::kProtocol, what};
+}
+
+// One candidate's key as etcd wrote it.
+struct CandidateKey {
+  std::string key;
+  std::string value;
+  std::int64_t create_revision = 0;
+  std::string lease;
+};
+
+std::variant<CandidateKey, ProbeFailure> ReadCandidate(const nlohmann::json& kv,
+                                                       const std::string& where) {
+  std::string key_text, value_text;
+  std::int64_t lease = 0;
+  CandidateKey candidate;
+  JsonFields fields(kv, where);
+  fields.String("key", &key_text)
+      .String("value", &value_text)
+      .DecimalInt64("create_revision", &candidate.create_revision)
+      .DecimalInt64("lease", &lease);
+  if (fields.error()) return Malformed(*fields.error());
+  auto key = Base64Decode(key_text);
+  auto value = Base64Decode(value_text);
+  if (!key || !value) return Malformed(where + ": a key or value is not base64");
+  if (candidate.create_revision <= 0) return Malformed(where + ": no create_revision");
+  candidate.key = std::move(*key);
+  candidate.value = std::move(*value);
+  candidate.lease = std::to_string(lease);
+  return candidate;
+}
+
+std::string Waiting(const CandidateKey& candidate) {
+  return LogfmtEscape(candidate.key) + " (revision " + std::to_string(candidate.create_revision) +
+         ")";
+}
+
+// The first key fills the holder's fields, the others queue behind it.
+DcsView ViewOf(const std::vector<CandidateKey>& keys, const std::vector<MemberSpec>& members) {
+  DcsView view;
+  view.lease_id = "0";
+  if (keys.empty()) return view;
+  const CandidateKey& holder = keys.front();
+  view.holder_token = std::to_string(holder.create_revision);
+  view.mod_revision = holder.create_revision;
+  view.lease_id = holder.lease;
+  if (holder.lease == "0") {
+    view.rejected.push_back(LogfmtEscape(holder.key) +
+                            ": no lease: the holder's key never expires");
+  }
+  for (const MemberSpec& member : members) {
+    if (!member.lease_identity.empty() && member.lease_identity == holder.value) {
+      view.holder = member.name;
+    }
+  }
+  for (size_t i = 1; i < keys.size() && i <= kMaxShownWaiting; ++i) {
+    view.waiting.push_back(Waiting(keys[i]));
+  }
+  if (keys.size() > kMaxShownWaiting + 1) {
+    view.waiting.push_back("and " + std::to_string(keys.size() - kMaxShownWaiting - 1) + " more");
+  }
+  return view;
+}
+
+}  // namespace
+
+std::string ElectionKeyPrefix(const std::string& prefix) {
+  if (!prefix.empty() && prefix.back() == '/') return prefix;
+  return prefix + "/";
+}
+
+std::variant<DcsView, ProbeFailure> ParseElectionRange(const nlohmann::json& body,
+                                                       const std::string& key_prefix,
+                                                       const std::vector<MemberSpec>& members) {
+  const nlohmann::json* kvs = nullptr;
+  const nlohmann::json* header = nullptr;
+  bool more = false;
+  JsonFields fields(body, "range");
+  fields.Array("kvs", &kvs).Bool("more", &more).Object("header", &header);
+  if (fields.error()) return Malformed(*fields.error());
+  std::int64_t store_revision = 0;
+  if (header != nullptr) {
+    JsonFields header_fields(*header, "range: header");
+    header_fields.DecimalInt64("revision", &store_revision);
+    if (header_fields.error()) return Malformed(*header_fields.error());
+  }
+  std::vector<CandidateKey> keys;
+  for (size_t i = 0; kvs != nullptr && i < kvs->size(); ++i) {
+    auto candidate = ReadCandidate((*kvs)[i], "range: kvs[" + std::to_string(i) + "]");
+    if (auto* failure = std::get_if<ProbeFailure>(&candidate)) return *failure;
+    auto& key = std::get<CandidateKey>(candidate);
+    if (key.key.rfind(key_prefix, 0) == 0) keys.push_back(std::move(key));
+  }
+  std::stable_sort(keys.begin(), keys.end(), [](const CandidateKey& a, const CandidateKey& b) {
+    return a.create_revision < b.create_revision;
+  });
+  DcsView view = ViewOf(keys, members);
+  view.store_revision = store_revision;
+  if (more) {
+    view.rejected.push_back("more than " + std::to_string(kMaxElectionKeys) +
+                            " candidates' keys: those beyond were not read");
+  }
+  return view;
+}
+
+std::variant<std::int64_t, std::string> WitnessToken(const std::string& text,
+                                                     const ResourceWitnessSpec& witness) {
+  auto parsed = ParseExposition(text, witness.metric);
+  if (auto* error = std::get_if<std::string>(&parsed)) return *error;
+  const auto& samples = std::get<std::vector<ExpositionSample>>(parsed);
+  std::vector<const ExpositionSample*> of_lock, unlabelled;
+  for (const ExpositionSample& sample : samples) {
+    const std::string* lock = sample.Label(witness.lock_label);
+    if (lock == nullptr) unlabelled.push_back(&sample);
+    if (lock != nullptr && *lock == witness.lock) of_lock.push_back(&sample);
+  }
+  const auto& chosen = of_lock.empty() ? unlabelled : of_lock;
+  if (chosen.empty())
+    return "no " + witness.metric + " sample for lock " + LogfmtEscape(witness.lock);
+  if (chosen.size() > 1) return "several " + witness.metric + " samples for one lock";
+  const double value = chosen.front()->value;
+  // Tokens are whole numbers; a double holds them exactly up to 2^53.
+  if (!(value >= 0 && value <= 9007199254740992.0) ||
+      value != static_cast<double>(static_cast<std::int64_t>(value))) {
+    return witness.metric + " is not a whole number from 0 to 2^53";
+  }
+  return static_cast<std::int64_t>(value);
+}
+
+EtcdElectionStore::EtcdElectionStore(const ClusterSpec& spec)
+    : endpoints_(spec.etcd_election.endpoints),
+      prefix_(ElectionKeyPrefix(spec.etcd_election.prefix)),
+      members_(spec.members),
+      witness_spec_(spec.etcd_election.resource_witness) {
+  if (witness_spec_) {
+    ClaimTarget target;
+    target.member = "resource witness";
+    target.url = witness_spec_->url;
+    witness_ = std::make_unique<MetricsClaimProbe>(std::move(target));
+  }
+}
+
+std::variant<DcsView, ProbeFailure> EtcdElectionStore::ReadFrom(
+    const std::string& endpoint, SteadyClock::time_point deadline) const {
+  std::string range_end = prefix_;
+  range_end.back() = static_cast<char>(range_end.back() + 1);
+  // Sorted by etcd, so that a capped read still holds the lowest revisions, the holder first.
+  const nlohmann::json range = {{"key", Base64Encode(prefix_)},
+                                {"range_end", Base64Encode(range_end)},
+                                {"sort_order", "ASCEND"},
+                                {"sort_target", "CREATE"},
+                                {"limit", kMaxElectionKeys}};
+  auto answer = FetchJson(endpoint, "/v3/kv/range", range.dump(), deadline);
+  if (auto* failure = std::get_if<ProbeFailure>(&answer)) return *failure;
+  auto parsed = ParseElectionRange(std::get<nlohmann::json>(answer), prefix_, members_);
+  if (auto* failure = std::get_if<ProbeFailure>(&parsed)) return *failure;
+  DcsView view = std::get<DcsView>(std::move(parsed));
+  view.endpoint = endpoint;
+  if (view.holder_token.empty() || view.lease_id == "0") return view;
+  // The lease is evidence, not the verdict: if this read fails the time left stays unknown.
+  const nlohmann::json ask = {{"ID", view.lease_id}};
+  auto lease = FetchJson(endpoint, "/v3/lease/timetolive", ask.dump(), deadline);
+  if (auto* json = std::get_if<nlohmann::json>(&lease)) {
+    std::int64_t remaining = -1, granted = -1;
+    JsonFields fields(*json, "lease");
+    fields.DecimalInt64("TTL", &remaining).DecimalInt64("grantedTTL", &granted);
+    if (fields.error()) {
+      view.rejected.push_back(*fields.error());
+    } else {
+      view.lease_ttl_remaining = remaining;
+      view.lease_granted_ttl = granted;
+    }
+  }
+  return view;
+}
+
+std::variant<DcsView, ProbeFailure> EtcdElectionStore::Read(SteadyClock::time_point deadline) {
+  ProbeFailure last{ProbeFailureReason::kConfig, "no etcd endpoints"};
+  for (size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
+    const size_t index = (preferred_ + attempt) % endpoints_.size();
+    // An equal share of what is left for each endpoint still to try: one hung endpoint cannot
+    // use up the whole deadline.
+    const auto share =
+        (deadline - SteadyClock::now()) / static_cast<int>(endpoints_.size() - attempt);
+    auto result = ReadFrom(endpoints_[index], SteadyClock::now() + share);
+    if (DcsView* view = std::get_if<DcsView>(&result)) {
+      preferred_ = index;
+      if (witness_) ReadWitness(*view, deadline);
+      return result;
+    }
+    last = std::get<ProbeFailure>(result);
+    last.message = UrlBase(endpoints_[index]) + ": " + last.message;
+  }
+  return last;
+}
+
+void EtcdElectionStore::ReadWitness(DcsView& view, SteadyClock::time_point deadline) {
+  auto text = witness_->ReadText(deadline);
+  if (auto* failure = std::get_if<ProbeFailure>(&text)) {
+    view.rejected.push_back("resource witness: " + failure->message);
+    return;
+  }
+  auto token = WitnessToken(std::get<std::string>(text), *witness_spec_);
+  if (auto* error = std::get_if<std::string>(&token)) {
+    view.rejected.push_back("resource witness: " + *error);
+    return;
+  }
+  view.resource_token = std::get<std::int64_t>(token);
+}
+
+}  // namespace sbd

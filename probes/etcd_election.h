@@ -1,0 +1,68 @@
+// etcd v3 elections and locks (issue 13) as a lock kind: the candidates' keys under one prefix,
+// read through the v3 JSON gateway. The holder is the key with the lowest create revision, and
+// that revision is the fencing token.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "detector/config/config.h"
+#include "probes/metrics_claim.h"
+#include "probes/probe.h"
+
+namespace sbd {
+
+/// The most candidates' keys one read takes; more are said in `rejected`.
+constexpr int kMaxElectionKeys = 1000;
+/// The most waiting candidates a view lists; the rest are counted.
+constexpr size_t kMaxShownWaiting = 16;
+
+/// The range of the recipe's keys for `prefix`: the prefix as the `concurrency` recipes use it
+/// (with a trailing '/' added when missing). Pure; thread-safe.
+std::string ElectionKeyPrefix(const std::string& prefix);
+
+/// Parses a /v3/kv/range answer over the election's keys (sorted by create revision, or not:
+/// it sorts them itself) into a view without the lease's time left: `holder_token` the lowest
+/// create revision as decimal text, `mod_revision` that revision, `lease_id` the holder key's
+/// lease, `holder` the member whose configured identity is the holder key's value (else
+/// empty: the engine names the claimer carrying the token), `waiting` the others in order. A
+/// key, revision or lease that is not etcd's own form fails the whole read (kProtocol). Pure;
+/// thread-safe.
+std::variant<DcsView, ProbeFailure> ParseElectionRange(const nlohmann::json& body,
+                                                       const std::string& key_prefix,
+                                                       const std::vector<MemberSpec>& members);
+
+/// The token a resource witness reports in `text` (Prometheus exposition): the value of the
+/// sample of `witness.metric` whose `lock_label` is `witness.lock`, else of its only sample
+/// without that label. An error in words when there is none, several, or a value that is not
+/// a whole number from 0 to 2^53. Pure; thread-safe.
+std::variant<std::int64_t, std::string> WitnessToken(const std::string& text,
+                                                     const ResourceWitnessSpec& witness);
+
+/// The lock store of an etcd_election cluster: one range over the prefix sorted by create
+/// revision, then the holder's lease (POST /v3/lease/timetolive). Endpoints are tried in turn,
+/// starting with the last one that answered, each with its share of the deadline. Read only.
+/// With a resource witness, its token is read too (`resource_token`; a failure is said in
+/// `rejected`). Never throws. Not thread-safe: one Read() at a time.
+class EtcdElectionStore : public LockStore {
+ public:
+  explicit EtcdElectionStore(const ClusterSpec& spec);
+  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+
+ private:
+  std::variant<DcsView, ProbeFailure> ReadFrom(const std::string& endpoint,
+                                               SteadyClock::time_point deadline) const;
+  void ReadWitness(DcsView& view, SteadyClock::time_point deadline);
+
+  std::vector<std::string> endpoints_;
+  std::string prefix_;
+  std::vector<MemberSpec> members_;
+  size_t preferred_ = 0;
+  std::optional<ResourceWitnessSpec> witness_spec_;
+  std::unique_ptr<MetricsClaimProbe> witness_;
+};
+
+}  // namespace sbd

@@ -1,0 +1,230 @@
+// Issue 13, part 1, end to end: two candidates campaign in one election on a real etcd 3.4
+// through its v3 JSON gateway, the real detector binary watches them as an etcd_election
+// cluster and pages through a real Alertmanager 0.25. A steady run and three clean hand-overs
+// page nobody; the holder frozen past its lease TTL, a new holder elected and the frozen one
+// resumed still claiming is paged within one TTL of the resumption, naming it, with both
+// tokens (create revisions).
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "tests/support/alertmanager_sandbox.h"
+#include "tests/support/detector_process.h"
+#include "tests/support/election_sandbox.h"
+#include "tests/support/patroni_sandbox.h"
+#include "tests/support/process.h"
+
+namespace {
+
+using nlohmann::json;
+using sbd::testing::AlertmanagerServer;
+using sbd::testing::DetectorProcess;
+using sbd::testing::EtcdCandidate;
+using sbd::testing::EtcdServer;
+using sbd::testing::HttpGet;
+using sbd::testing::TempDir;
+using sbd::testing::WaitFor;
+using sbd::testing::WebhookReceiver;
+using sbd::testing::WriteFile;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kTtl{3000};
+constexpr milliseconds kRenew{1000};
+
+EtcdCandidate::Options Candidate(const EtcdServer& etcd, const std::string& value) {
+  EtcdCandidate::Options options;
+  options.endpoint = etcd.endpoint();
+  options.value = value;
+  options.ttl_s = kTtl.count() / 1000;
+  options.renew_ms = kRenew.count();
+  return options;
+}
+
+// A firing SplitBrain for cluster `orders`, as Alertmanager notified it.
+std::optional<json> SplitBrainIn(const WebhookReceiver::Delivery& d) {
+  if (!d.body.contains("alerts")) return std::nullopt;
+  for (const auto& a : d.body["alerts"]) {
+    if (a["labels"].value("alertname", "") == "SplitBrain" &&
+        a["labels"].value("cluster", "") == "orders" && a.value("status", "") == "firing") {
+      return a;
+    }
+  }
+  return std::nullopt;
+}
+
+// etcd, two candidates, Alertmanager with its webhook, and the detector watching the election.
+struct ElectionSandbox {
+  TempDir dir{"sbd-election-e2e"};
+  EtcdServer etcd{dir.path() + "/etcd"};
+  EtcdCandidate a{SBD_ETCD_CANDIDATE, Candidate(etcd, "a"), dir.path()};
+  EtcdCandidate b{SBD_ETCD_CANDIDATE, Candidate(etcd, "b"), dir.path()};
+  WebhookReceiver webhook;
+  AlertmanagerServer alertmanager{dir.path() + "/am", webhook.url(), "100ms", "1s"};
+  int port = sbd::testing::FreeLoopbackPort();
+  std::unique_ptr<DetectorProcess> detector;
+
+  ElectionSandbox() {
+    const std::string config = WriteFile(
+        dir.path(), "detector.yml",
+        "alerting:\n  alertmanagers:\n    - url: " + alertmanager.url() +
+            "\n  resend_interval: 5s\nclusters:\n"
+            "  - name: orders\n    kind: etcd_election\n    ttl: 3s\n    probe_interval: 300ms\n"
+            "    probe_timeout: 250ms\n    etcd_election:\n      endpoints: [" +
+            etcd.endpoint() +
+            "]\n      prefix: /election/orders\n      claim:\n        token_label: token\n"
+            "    members:\n      - name: a\n        metrics_url: " +
+            a.metrics_url() + "/metrics\n      - name: b\n        metrics_url: " + b.metrics_url() +
+            "/metrics\n");
+    detector = std::make_unique<DetectorProcess>(
+        SBD_BINARY,
+        std::vector<std::string>{"--config.file=" + config,
+                                 "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+        dir.path() + "/detector.log");
+    if (!WaitFor([&] { return HttpGet(port, "/-/ready") == "Ready\n"; }, milliseconds(30000))) {
+      throw std::runtime_error("detector not ready:\n" + detector->Log());
+    }
+  }
+
+  json Cluster() const {
+    const std::string body = HttpGet(port, "/status");
+    if (body.empty()) return json();
+    const json status = json::parse(body, nullptr, false);
+    if (!status.is_object()) return json();
+    for (const auto& c : status["clusters"]) {
+      if (c["name"] == "orders") return c;
+    }
+    return json();
+  }
+
+  // The member /status names as holding the lock, or "".
+  static std::string Holder(const json& cluster) {
+    for (const auto& m : cluster["members"]) {
+      if (m.value("holds_lock", false)) return m["name"];
+    }
+    return "";
+  }
+
+  // The healthy holder /status names, once the record's token is the claimer's; else "".
+  std::string HealthyHolder() const {
+    const json c = Cluster();
+    if (c.is_null() || c.value("verdict", "") != "healthy") return "";
+    const std::string holder = Holder(c);
+    if (holder.empty()) return "";
+    const std::string claimed = (holder == "a" ? a : b).ClaimedToken();
+    return c["lock"].value("holder_token", "") == claimed ? holder : "";
+  }
+
+  std::optional<json> FirstPage() const {
+    for (const auto& d : webhook.Deliveries()) {
+      if (auto page = SplitBrainIn(d)) return page;
+    }
+    return std::nullopt;
+  }
+};
+
+// On a failed REQUIRE, the detector's own account of what it saw.
+struct PrintLogOnFailure {
+  const ElectionSandbox& sb;
+  ~PrintLogOnFailure() {
+    if (std::uncaught_exceptions() > 0 && sb.detector) {
+      std::printf("detector log:\n%s\n", sb.detector->Log().c_str());
+    }
+  }
+};
+
+double Millis(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+}  // namespace
+
+TEST_CASE(
+    "etcd_election detector: a steady run and three clean hand-overs show one holder, the "
+    "lowest revision's, and page nobody",
+    "[election][etcd]") {
+  ElectionSandbox sb;
+  PrintLogOnFailure print{sb};
+  std::string holder;
+  REQUIRE(WaitFor([&] { return !(holder = sb.HealthyHolder()).empty(); }, 3 * kTtl));
+  const json steady = sb.Cluster();
+  CAPTURE(steady.dump());
+  CHECK(steady["lock"].value("kind", "") == "etcd_election");
+  CHECK(steady["lock"].value("record", "") ==
+        "etcd keys under /election/orders/, lowest create revision");
+  REQUIRE(steady["lock"]["waiting"].size() == 1);  // the other candidate, queued
+  CHECK(steady["lock"].value("lease_granted_ttl_seconds", 0) == 3);
+  CHECK(steady["evidence"]["zombies"].empty());
+  std::string token = steady["lock"].value("holder_token", "");
+  for (int handover = 1; handover <= 3; ++handover) {
+    CAPTURE(handover, holder, token);
+    const EtcdCandidate& resigning = holder == "a" ? sb.a : sb.b;
+    const std::string next = holder == "a" ? "b" : "a";
+    resigning.Resign();
+    REQUIRE(WaitFor([&] { return sb.HealthyHolder() == next; }, kTtl));
+    const std::string next_token = sb.Cluster()["lock"].value("holder_token", "");
+    CHECK(std::stoll(next_token) > std::stoll(token));  // the token only grows
+    holder = next;
+    token = next_token;
+  }
+  // One more TTL after the last hand-over: still healthy, and nothing was ever paged.
+  const auto end = Clock::now() + kTtl;
+  while (Clock::now() < end) {
+    const json c = sb.Cluster();
+    CAPTURE(c.dump());
+    REQUIRE(c.value("verdict", "") == "healthy");
+    CHECK(c["evidence"]["writable"].size() == 1);
+    std::this_thread::sleep_for(milliseconds(200));  // the read period, not a wait
+  }
+  CHECK_FALSE(sb.FirstPage().has_value());
+}
+
+TEST_CASE(
+    "etcd_election detector: the holder frozen past its lease, replaced and resumed is paged "
+    "as the zombie within one TTL, with both tokens",
+    "[election][etcd]") {
+  ElectionSandbox sb;
+  PrintLogOnFailure print{sb};
+  std::string zombie;
+  REQUIRE(WaitFor([&] { return !(zombie = sb.HealthyHolder()).empty(); }, 3 * kTtl));
+  const EtcdCandidate& holder = zombie == "a" ? sb.a : sb.b;
+  const EtcdCandidate& other = zombie == "a" ? sb.b : sb.a;
+  const std::string keeper = zombie == "a" ? "b" : "a";
+  const std::string old_token = holder.ClaimedToken();
+
+  // Freeze the holder just after a renewal, so that resumed it claims for about one period.
+  const long renewals = holder.Renewals();
+  REQUIRE(WaitFor([&] { return holder.Renewals() > renewals; }, 2 * kRenew, milliseconds(5)));
+  holder.Freeze();
+  const auto frozen_at = Clock::now();
+  std::string new_token;
+  REQUIRE(WaitFor([&] { return !(new_token = other.ClaimedToken()).empty(); }, 2 * kTtl));
+  holder.Resume();
+  const auto resumed_at = Clock::now();
+  CHECK_FALSE(sb.FirstPage().has_value());  // nothing paged while the holder was frozen
+  CHECK(std::stoll(new_token) > std::stoll(old_token));
+
+  std::optional<json> page;
+  Clock::time_point paged_at;
+  REQUIRE(sb.webhook.WaitFor(
+      [&](const WebhookReceiver::Delivery& d) {
+        page = SplitBrainIn(d);
+        if (page) paged_at = d.at;
+        return page.has_value();
+      },
+      2 * kTtl));
+  CHECK(paged_at > resumed_at);
+  CHECK(paged_at - resumed_at < kTtl);
+  const std::string summary = (*page)["annotations"].value("summary", "");
+  CAPTURE(summary, old_token, new_token);
+  CHECK(summary.find("zombie " + zombie + ", lock holder " + keeper) != std::string::npos);
+  CHECK(summary.find(zombie + " claims with token " + old_token) != std::string::npos);
+  CHECK(summary.find(keeper + " claims with token " + new_token) != std::string::npos);
+  CHECK(summary.find("the key holds token " + new_token) != std::string::npos);
+  std::printf("etcd_election detector: frozen %.0f ms; paged %.0f ms after resumption\n",
+              Millis(resumed_at - frozen_at), Millis(paged_at - resumed_at));
+  std::fflush(stdout);
+}
