@@ -94,11 +94,8 @@ struct K8sLeaseSpec {
   std::string lock_label = "name";
   std::string lock;
   std::string token_label;  ///< empty: client-go's metric has no token label
-/// An etcd v3 election or lock (the `concurrency` recipes: each candidate puts a key under
-/// `prefix` with its session's lease; the key with the lowest create revision holds, and that
-/// revision is the fencing token), read through the v3 JSON gateway (the cluster's
-/// `etcd_election:` block). Members are the candidates (`metrics_url`), claiming as for
-/// redis_lease, their token the create revision they believe they hold.
+};
+
 /// Where a lock's protected resource reports the highest fencing token it accepted: the sample
 /// of `metric` whose `lock_label` is `lock` (or the metric's only sample) on `url`.
 struct ResourceWitnessSpec {
@@ -108,6 +105,11 @@ struct ResourceWitnessSpec {
   std::string lock;  ///< default: the claims' lock
 };
 
+/// An etcd v3 election or lock (the `concurrency` recipes: each candidate puts a key under
+/// `prefix` with its session's lease; the key with the lowest create revision holds, and that
+/// revision is the fencing token), read through the v3 JSON gateway (the cluster's
+/// `etcd_election:` block). Members are the candidates (`metrics_url`), claiming as for
+/// redis_lease, their token the create revision they believe they hold.
 struct EtcdElectionSpec {
   std::vector<std::string> endpoints;  ///< v3 JSON gateway URLs ("http://127.0.0.1:2379")
   std::string prefix;                  ///< the election's or lock's name, as the recipe's prefix

@@ -352,8 +352,8 @@ std::vector<MetricFamily> LockStoreFamilies(const std::vector<ClusterSnapshot>& 
     }
   }
   return TakeAll({&cluster_info, &lock_up, &lock_failures, &lock_success, &lock_holder, &lease_left,
-                  &lock_revision, &lock_dissent, &fencing.fenced, &fencing.regressed, &fencing.store_revision,
-                  &fencing.resource_token});
+                  &lock_revision, &lock_dissent, &fencing.fenced, &fencing.regressed,
+                  &fencing.store_revision, &fencing.resource_token});
 }
 
 // Per member: its standing with the lock (clusters with a lock store), and what its manager
