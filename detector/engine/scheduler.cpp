@@ -360,6 +360,11 @@ struct Scheduler::ClusterRuntime {
   /// Discovered members absent from the DCS's latest answer, and since when.
   std::map<std::string, WallClock::time_point> absent_since;
   ClusterSnapshot state;  // guarded by Scheduler::mu_
+  // Wake(): the lock store's watch (set and reset under mu_), a round asked for, and the end
+  // of the follow-up window (all guarded by Scheduler::mu_).
+  std::unique_ptr<LockWatch> watch;
+  bool wake_pending = false;
+  SteadyClock::time_point follow_up_until{};
 };
 
 Scheduler::Scheduler(const ValidatedConfig& config, ProbeFactories factories)
@@ -448,16 +453,21 @@ void Scheduler::SetDeclarationSource(DeclarationSource source) {
 }
 
 void Scheduler::Start() {
+  StartWatches();
   for (auto& cluster : clusters_) {
     threads_.emplace_back([this, c = cluster.get()] { ClusterLoop(*c); });
   }
 }
 
 void Scheduler::Stop() {
+  std::vector<std::unique_ptr<LockWatch>> watches;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    for (auto& cluster : clusters_) watches.push_back(std::move(cluster->watch));
   }
+  // Outside the lock: a watch's thread may be waiting for it in Wake().
+  watches.clear();
   stop_cv_.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
@@ -474,7 +484,10 @@ void Scheduler::RunOnce() {
 std::vector<ClusterSnapshot> Scheduler::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ClusterSnapshot> out;
-  for (const auto& cluster : clusters_) out.push_back(cluster->state);
+  for (const auto& cluster : clusters_) {
+    out.push_back(cluster->state);
+    if (cluster->watch) out.back().watch = cluster->watch->Status();
+  }
   return out;
 }
 
@@ -490,20 +503,72 @@ void Scheduler::ClusterLoop(ClusterRuntime& cluster) {
   auto next = SteadyClock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
+    // A round asked for by Wake() or a follow-up leaves the timed schedule as it is.
+    const bool timed = SteadyClock::now() >= next;
+    if (!timed) ++cluster.state.follow_up_rounds;
+    cluster.wake_pending = false;  // this round serves every wake so far
+    if (cluster.watch) cluster.state.watch = cluster.watch->Status();
     lock.unlock();
     // A round that throws (it must not) is counted; the cluster is probed again next interval.
     Guarded("round", [&] { RunRound(cluster); });
     lock.lock();
-    // Read each time: with no ttl in the config, the interval follows the lock store's.
-    next += cluster.state.spec.probe_interval;
     auto now = SteadyClock::now();
-    if (next < now) {
-      // The round ran past the next slot: start at once rather than firing a burst.
-      ++cluster.state.overruns;
-      next = now;
+    if (timed) {
+      // Read each time: with no ttl in the config, the interval follows the lock store's.
+      next += cluster.state.spec.probe_interval;
+      if (next < now) {
+        // The round ran past the next slot: start at once rather than firing a burst.
+        ++cluster.state.overruns;
+        next = now;
+      }
     }
-    stop_cv_.wait_until(lock, next, [this] { return stopping_; });
+    stop_cv_.wait_until(lock, std::min(next, NextFollowUp(cluster, now)),
+                        [&] { return stopping_ || cluster.wake_pending; });
   }
+}
+
+void Scheduler::StartWatches() {
+  for (auto& cluster : clusters_) {
+    if (!cluster->lock_store) continue;
+    const std::string name = cluster->state.spec.name;
+    auto watch = cluster->lock_store->Watch([this, name] { Wake(name, kWatchFollowUp); });
+    if (!watch) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    cluster->watch = std::move(watch);
+    cluster->state.watch = cluster->watch->Status();
+  }
+}
+
+void Scheduler::Wake(const std::string& cluster_name, std::chrono::milliseconds follow_up_for) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& cluster : clusters_) {
+      if (cluster->state.spec.name != cluster_name) continue;
+      cluster->wake_pending = true;
+      cluster->follow_up_until =
+          std::max(cluster->follow_up_until, SteadyClock::now() + follow_up_for);
+      ++cluster->state.wakes;
+    }
+  }
+  stop_cv_.notify_all();
+}
+
+SteadyClock::time_point Scheduler::NextFollowUp(ClusterRuntime& cluster,
+                                                SteadyClock::time_point now) {
+  if (cluster.follow_up_until == SteadyClock::time_point{}) return SteadyClock::time_point::max();
+  // A wake that came during the round gets its own round (wake_pending) before settling counts.
+  if (!cluster.wake_pending && (now >= cluster.follow_up_until || RoundSettled(cluster.state))) {
+    cluster.follow_up_until = SteadyClock::time_point{};
+    return SteadyClock::time_point::max();
+  }
+  return now + kFollowUpInterval;
+}
+
+bool Scheduler::RoundSettled(const ClusterSnapshot& state) {
+  if (state.split_brain_open) return true;
+  const Assessment& a = state.assessment;
+  if (a.writable.size() != 1) return false;
+  return !state.lock.has_store || a.lock_holder == a.writable.front();
 }
 
 template <typename T>

@@ -139,6 +139,13 @@ struct ClusterSnapshot {
   std::vector<std::string> discovery_rejected;
   /// Discovered members dropped after being gone from the DCS and unreadable for expire_after.
   std::uint64_t discovered_expired = 0;
+
+  // Lock-store watch (kinds that offer one).
+  /// The watch's state; nullopt when the cluster's lock store offers no watch.
+  std::optional<LockWatchStatus> watch;
+  /// Wake() calls (each a holder change the watch reported), and the rounds run early for them.
+  std::uint64_t wakes = 0;
+  std::uint64_t follow_up_rounds = 0;
 };
 
 /// Where the scheduler gets the declarations in force; called once per round.
@@ -175,6 +182,12 @@ class ProbeExecutor {
   std::vector<std::thread> threads_;
 };
 
+/// How long a lock-store watch's Wake() follows up: long enough for a new holder to promote
+/// after taking the lock, bounded so that a holder that never settles costs at most this.
+constexpr std::chrono::milliseconds kWatchFollowUp{10000};
+/// The interval of the rounds that follow a Wake() until the cluster settles.
+constexpr std::chrono::milliseconds kFollowUpInterval{100};
+
 /// Runs one round per cluster every probe interval, all members probed concurrently and
 /// each probe bounded by its deadline, confirms candidates with an immediate concurrent
 /// re-probe, and keeps each cluster's verdict and evidence. Thread-safe; owns threads, so
@@ -198,8 +211,14 @@ class Scheduler {
   /// Declarations the suppressors consult; none when not set.
   void SetDeclarationSource(DeclarationSource source);
 
-  /// Starts one thread per cluster.
+  /// Starts one thread per cluster, and the watch of each lock store that offers one (it calls
+  /// Wake() with kWatchFollowUp when the store says the holder changed).
   void Start();
+  /// Starts the cluster's round now (or as soon as the running one ends), then runs rounds
+  /// every kFollowUpInterval until `follow_up_for` has passed or a round settles (one writable
+  /// member, the lock's holder when there is a store, or a confirmed split brain). A name
+  /// that is no cluster's is ignored. Thread-safe.
+  void Wake(const std::string& cluster_name, std::chrono::milliseconds follow_up_for);
   /// Stops and joins the cluster threads; in-flight probes end by their deadlines.
   void Stop();
   /// Runs exactly one round (with confirmation) for every cluster, concurrently, and returns.
@@ -238,6 +257,15 @@ class Scheduler {
   };
 
   void ClusterLoop(ClusterRuntime& cluster);
+  /// Starts each lock store's watch, if its kind offers one, wired to Wake().
+  void StartWatches();
+  /// When the next follow-up round of a woken cluster is due: kFollowUpInterval after `now`
+  /// while its window is open and its latest round did not settle, else never (the window is
+  /// closed). Requires mu_.
+  SteadyClock::time_point NextFollowUp(ClusterRuntime& cluster, SteadyClock::time_point now);
+  /// True when a follow-up can stop: one writable member, holding the lock when a store keeps
+  /// one, or a split brain confirmed.
+  static bool RoundSettled(const ClusterSnapshot& state);
   /// One round: probe every member and the lock store, confirm a candidate, record the
   /// verdict, adopt the members the lock record lists, and tell the listener.
   void RunRound(ClusterRuntime& cluster);
