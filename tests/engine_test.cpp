@@ -712,4 +712,24 @@ TEST_CASE("engine: a lock store's watch wakes its cluster and shows in the snaps
   CHECK_FALSE(*hook);  // the watch was destroyed with the scheduler's stop
 }
 
+TEST_CASE("engine: watch: false leaves a cluster to its probe interval", "[engine][watch]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  world.record()->Set(Record("a"));
+  auto hook = std::make_shared<LockWatch::Changed>();
+  ProbeFactories factories = world.Factories();
+  factories.lock_stores = [&](const ClusterSpec&) -> std::unique_ptr<LockStore> {
+    return std::make_unique<WatchedLockStore>(world.record(), hook);
+  };
+  Scheduler scheduler(
+      PatroniCluster({"a"}, "    ttl: 60s\n    probe_interval: 20s\n    watch: false\n"),
+      factories);
+  scheduler.Start();
+  REQUIRE(sbd::testing::WaitFor([&] { return Only(scheduler).rounds == 1; }, milliseconds(3000),
+                                milliseconds(10)));
+  scheduler.Stop();
+  CHECK_FALSE(*hook);  // never asked for a watch
+  CHECK_FALSE(Only(scheduler).watch.has_value());
+}
+
 }  // namespace sbd

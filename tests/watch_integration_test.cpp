@@ -39,7 +39,8 @@ Environment& Env() {
                                                            env->webhook->url(), "0s", "1s");
   std::string yaml = env->Header();
   const auto at = yaml.find("probe_interval: 1s");
-  yaml.replace(at, std::string("probe_interval: 1s").size(), "probe_interval: 5s");
+  // The interval is never above a third of the ttl: Patroni's 10 s would hold it at 1 s.
+  yaml.replace(at, std::string("probe_interval: 1s").size(), "probe_interval: 5s\n    ttl: 15s");
   yaml += "    members:\n";
   for (const auto& m : env->cluster->members()) {
     yaml += MemberYaml(m, env->cluster->PasswordFile());
@@ -130,6 +131,7 @@ TEST_CASE("sentinel watch: only events of the watched master count", "[watch][se
 
 TEST_CASE("watch: a switchover at a 5 s probe interval pages nobody", "[watch][patroni]") {
   Environment& env = Env();
+  REQUIRE(env.Status()["probe_interval_seconds"] == 5);
   const auto start = Clock::now();
   const double before =
       MetricValue(env.Metrics(), "splitbrain_follow_up_rounds_total{cluster=\"demo\"}");

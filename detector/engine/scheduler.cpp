@@ -529,7 +529,7 @@ void Scheduler::ClusterLoop(ClusterRuntime& cluster) {
 
 void Scheduler::StartWatches() {
   for (auto& cluster : clusters_) {
-    if (!cluster->lock_store) continue;
+    if (!cluster->lock_store || !cluster->state.spec.watch) continue;
     const std::string name = cluster->state.spec.name;
     auto watch = cluster->lock_store->Watch([this, name] { Wake(name, kWatchFollowUp); });
     if (!watch) continue;

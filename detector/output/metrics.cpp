@@ -315,25 +315,26 @@ std::vector<MetricFamily> LockStoreFamilies(const std::vector<ClusterSnapshot>& 
 // Per cluster whose lock store offers a watch: whether it is established, its breaks, the
 // holder changes it reported, and the rounds they started early.
 std::vector<MetricFamily> WatchFamilies(const std::vector<ClusterSnapshot>& clusters) {
-  Family up("splitbrain_lock_watch_up",
-            "Whether the lock store's watch on the lock record is established.", MetricType::Gauge);
-  Family breaks("splitbrain_lock_watch_breaks_total",
-                "Established lock-store watches that broke and were re-established.",
-                MetricType::Counter);
-  Family changes("splitbrain_lock_watch_changes_total",
-                 "Holder changes the lock store's watch reported.", MetricType::Counter);
-  Family early("splitbrain_follow_up_rounds_total",
-               "Rounds run early, after a lock-store watch reported a holder change.",
-               MetricType::Counter);
+  Family watch_up("splitbrain_lock_watch_up",
+                  "Whether the lock store's watch on the lock record is established.",
+                  MetricType::Gauge);
+  Family watch_breaks("splitbrain_lock_watch_breaks_total",
+                      "Established lock-store watches that broke and were re-established.",
+                      MetricType::Counter);
+  Family watch_changes("splitbrain_lock_watch_changes_total",
+                       "Holder changes the lock store's watch reported.", MetricType::Counter);
+  Family early_rounds("splitbrain_follow_up_rounds_total",
+                      "Rounds run early, after a lock-store watch reported a holder change.",
+                      MetricType::Counter);
   for (const auto& c : clusters) {
     if (!c.watch) continue;
     const std::vector<ClientMetric::Label> cluster = {{"cluster", c.spec.name}};
-    up.Add(cluster, c.watch->up ? 1 : 0);
-    breaks.Add(cluster, static_cast<double>(c.watch->breaks));
-    changes.Add(cluster, static_cast<double>(c.watch->changes));
-    early.Add(cluster, static_cast<double>(c.follow_up_rounds));
+    watch_up.Add(cluster, c.watch->up ? 1 : 0);
+    watch_breaks.Add(cluster, static_cast<double>(c.watch->breaks));
+    watch_changes.Add(cluster, static_cast<double>(c.watch->changes));
+    early_rounds.Add(cluster, static_cast<double>(c.follow_up_rounds));
   }
-  return TakeAll({&up, &breaks, &changes, &early});
+  return TakeAll({&watch_up, &watch_breaks, &watch_changes, &early_rounds});
 }
 
 // Per member: its standing with the lock (clusters with a lock store), and what its manager
