@@ -1,8 +1,8 @@
 // Lock-store watches on real servers: the etcd watch alone on etcd 3.4 (changes, a restart
 // counted and re-established), then end to end on a Patroni 3.0 cluster with the detector at
 // a 5 s probe interval: a switchover pages nobody, and a frozen leader's double primary pages
-// through Alertmanager (group_wait 0 s) about a second after the promotion, not at the next
-// 5 s round. The Patroni scenarios share one environment and run in declaration order.
+// through Alertmanager (group_wait 0 s) within 2.5 s of the promotion, not at the next 5 s
+// round. The Patroni scenarios share one environment and run in declaration order.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <iostream>
@@ -154,7 +154,7 @@ TEST_CASE("watch: a switchover at a 5 s probe interval pages nobody", "[watch][p
   CHECK(MetricValue(metrics, "splitbrain_lock_watch_changes_total{cluster=\"demo\"}") >= 1);
 }
 
-TEST_CASE("watch: a frozen leader's double primary pages about a second after the promotion",
+TEST_CASE("watch: a frozen leader's double primary pages well before the next 5 s round",
           "[watch][patroni]") {
   Environment& env = Env();
   const std::string old_leader = env.cluster->Leader();
@@ -172,8 +172,10 @@ TEST_CASE("watch: a frozen leader's double primary pages about a second after th
   const auto page = env.Notifications("SplitBrain", "firing", start).front();
   const double onset_to_page = std::chrono::duration<double>(page.at - onset).count();
   std::cout << "watch, probe interval 5 s: onset to page " << onset_to_page << " s\n";
-  // Without the watch the page waits for the next round: up to 5 s.
-  CHECK(onset_to_page < 1.5);
+  // Without the watch the page waits for the next round: up to 5 s. With it, the rounds after
+  // the key moved still each wait for the frozen Patroni's REST API until probe_timeout
+  // (800 ms), so on a loaded machine the page comes 0.9-1.8 s after the onset.
+  CHECK(onset_to_page < 2.5);
   env.cluster->ThawPatroni(old_leader);
 }
 
