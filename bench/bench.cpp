@@ -33,6 +33,7 @@
 
 #include "bench/bench_util.h"
 #include "bench/redis_part.h"
+#include "bench/watch_variants.h"
 #include "tests/support/alertmanager_sandbox.h"
 #include "tests/support/detector_process.h"
 #include "tests/support/files.h"
@@ -64,6 +65,7 @@ struct Options {
   bool smoke = false;
   std::set<std::string> parts = {"page", "cost", "scale", "redis"};
   int trials = 5;
+  int transitions = 10;  // part page: switchovers and failovers after the trials
   int redis_trials = 3;
   std::vector<int> scale = {100, 1000, 5000};
   int scale_seconds = 30;  // each of the two windows (without and with /metrics scrapes)
@@ -87,7 +89,7 @@ struct Options {
 [[noreturn]] void Usage(const std::string& error) {
   std::cerr << "splitbrain-bench: " << error << "\n"
             << "usage: splitbrain-bench [--smoke] [--parts=page,cost,scale,redis] [--trials=N]\n"
-               "         [--redis-trials=N]\n"
+               "         [--redis-trials=N] [--transitions=N]\n"
                "         [--scale=100,1000,5000] [--scale-seconds=S] [--scrape-every=S]\n"
                "         [--cost-members=N] [--cost-seconds=S] [--bouncers=N]\n"
                "         [--cluster-size=N] [--layouts=shared,replicas]\n"
@@ -135,6 +137,8 @@ Options ParseOptions(int argc, char** argv) {
       }
     } else if (key == "--trials") {
       o.trials = number();
+    } else if (key == "--transitions") {
+      o.transitions = number();
     } else if (key == "--redis-trials") {
       o.redis_trials = number();
     } else if (key == "--scale") {
@@ -468,11 +472,39 @@ int ActiveAmAlerts(const testing::AlertmanagerServer& am) {
   return n;
 }
 
+// Switchovers and failovers (every fifth), each waited for: the SplitBrain and
+// SplitBrainSuspected alerts any detector delivered meanwhile, per cluster name.
+json Transitions(testing::Environment& env, const WatchVariants& watch, int count) {
+  env.cluster->WaitHealthy(seconds(120));
+  const auto since = Clock::now();
+  for (int i = 1; i <= count; ++i) {
+    std::string moved;
+    if (i % 5 == 0) {
+      std::string candidate;
+      for (const auto& m : env.cluster->members()) {
+        if (m.name != env.cluster->Leader()) candidate = m.name;
+      }
+      moved = env.cluster->Failover(candidate);
+    } else {
+      moved = env.cluster->Switchover();
+    }
+    Log("page: transition " + std::to_string(i) + " of " + std::to_string(count) + ": to " + moved);
+    env.cluster->WaitHealthy(seconds(120));
+  }
+  WaitFor([] { return false; }, seconds(5));  // an absence: Alertmanager's group_wait is 1 s
+  return {{"count", count},
+          {"switchovers", count - count / 5},
+          {"failovers", count / 5},
+          {"alerts", watch.WarningsSince(since)}};
+}
+
 json PartPage(const Options& o) {
   Log("page: starting etcd, 3-member Patroni, Alertmanager, detector");
   testing::Environment env(o.detector);
   Log("page: starting one postgres_exporter per member and Prometheus (15 s scrape/eval)");
   RuleStack stack(env.root.path() + "/rulestack", env.cluster->members(), env.alertmanager->url());
+  Log("page: starting four more detectors: polling only and with the watch, at 1 s and 5 s");
+  WatchVariants watch(o.detector, env);
   const std::vector<std::string> systems = {"SplitBrain", RuleStack::kGitLab,
                                             RuleStack::kCommunity};
   json trials = json::array();
@@ -485,7 +517,7 @@ json PartPage(const Options& o) {
     const bool quiet = WaitFor(
         [&] {
           return env.Verdict() == "healthy" && stack.ActiveRuleAlerts() == 0 &&
-                 ActiveAmAlerts(*env.alertmanager) == 0;
+                 ActiveAmAlerts(*env.alertmanager) == 0 && watch.Quiet();
         },
         seconds(240), milliseconds(500));
     if (!quiet) throw std::runtime_error("alerts did not clear before trial " + std::to_string(t));
@@ -541,12 +573,15 @@ json PartPage(const Options& o) {
         }
       }
     }
+    trial["watch"] = watch.Trial(freeze, onset, onset_wall, seconds(30));
     Log("page: trial " + std::to_string(t) + ": " + trial.dump());
     trials.push_back(trial);
     env.cluster->ThawPatroni(leader);
     env.cluster->Heal();
   }
   json out = {{"trials", trials},
+              {"transitions", Transitions(env, watch, o.transitions)},
+              {"watch_summary", WatchVariants::Summary(trials)},
               {"ttl_s", testing::kSandboxTtlSeconds},
               {"probe_interval_s", 1},
               {"scrape_and_eval_interval_s", 15}};
@@ -896,6 +931,31 @@ json PartScale(const Options& o, PgPair& pg) {
 // ---------------------------------------------------------------------------------------------
 // Output
 
+// Issue 13: the detector polling only against the detector with its lock-store watch.
+void PrintWatchTable(const json& page, std::ostringstream& t) {
+  const json& s = page["watch_summary"];
+  auto cell = [&](const std::string& variant, const char* row) {
+    const json& x = s[variant][row];
+    return Fixed(x["median"]) + " (max " + Fixed(x["max"]) + ")" +
+           (x["missed"].get<int>() > 0 ? ", missed " + std::to_string(x["missed"].get<int>()) : "");
+  };
+  t << "1b. Polling only against the lock-store watch, same " << page["trials"].size()
+    << " trials, median s (max)\n\n| | polling only | with the watch |\n|---|---|---|\n"
+    << "| onset -> confirmed verdict (startsAt), probe interval 1 s | "
+    << cell("poll-1s", "verdict_s") << " | " << cell("watch-1s", "verdict_s") << " |\n";
+  for (const auto& [row, label] : std::vector<std::pair<const char*, const char*>>{
+           {"page_gw0_s", "group_wait 0 s"}, {"page_gw1_s", "group_wait 1 s"}}) {
+    t << "| onset -> page at the webhook, probe interval 5 s, " << label << " | "
+      << cell("poll-5s", row) << " | " << cell("watch-5s", row) << " |\n";
+    t << "| onset -> page at the webhook, probe interval 1 s, " << label << " | "
+      << cell("poll-1s", row) << " | " << cell("watch-1s", row) << " |\n";
+  }
+  const json& tr = page["transitions"];
+  t << "| switchovers / failovers: SplitBrainSuspected or SplitBrain alerts over " << tr["count"]
+    << " | " << tr["alerts"]["poll-1s"] << " (1 s), " << tr["alerts"]["poll-5s"] << " (5 s) | "
+    << tr["alerts"]["watch-1s"] << " (1 s), " << tr["alerts"]["watch-5s"] << " (5 s) |\n\n";
+}
+
 void PrintTable(const json& r) {
   std::ostringstream t;
   t << "\nsplitbrain-bench " << r["date"].get<std::string>() << " on "
@@ -921,6 +981,7 @@ void PrintTable(const json& r) {
     }
     t << "\n";
   }
+  if (r.contains("page") && r["page"].contains("watch_summary")) PrintWatchTable(r["page"], t);
   if (r.contains("cost")) {
     const auto& c = r["cost"];
     t << "2. Cost, " << c["members"] << " members probed every second for "

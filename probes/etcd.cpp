@@ -1,5 +1,6 @@
 #include "probes/etcd.h"
 
+#include "probes/etcd_watch.h"
 #include "probes/http_json.h"
 #include "probes/json_fields.h"
 
@@ -182,6 +183,10 @@ std::variant<DcsView, ProbeFailure> EtcdScopeProbe::Read(SteadyClock::time_point
     last.message = UrlBase(endpoints_[index]) + ": " + last.message;
   }
   return last;
+}
+
+std::unique_ptr<LockWatch> EtcdScopeProbe::Watch(LockWatch::Changed on_change) {
+  return std::make_unique<EtcdKeyWatch>(endpoints_, prefix_ + "leader", std::move(on_change));
 }
 
 }  // namespace sbd

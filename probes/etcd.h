@@ -19,6 +19,8 @@ class EtcdScopeProbe : public LockStore {
  public:
   EtcdScopeProbe(std::vector<std::string> endpoints, std::string dcs_namespace, std::string scope);
   std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+  /// An EtcdKeyWatch on the scope's leader key, on the same endpoints.
+  std::unique_ptr<LockWatch> Watch(LockWatch::Changed on_change) override;
 
   /// Parses a /v3/kv/range answer for the scope's prefix into a view (no lease TTL yet).
   static std::variant<DcsView, ProbeFailure> ParseRange(const nlohmann::json& body,

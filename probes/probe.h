@@ -3,11 +3,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "probes/lock_watch.h"
 
 namespace sbd {
 
@@ -309,6 +312,13 @@ class LockStore {
   virtual ~LockStore() = default;
   /// Reads the lock's record once, giving up at `deadline` (a timeout failure).
   virtual std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) = 0;
+  /// Starts a watch that calls `on_change` when the record's holder changes, or returns
+  /// nullptr when the kind offers none (the default). Called once, before the first Read();
+  /// the watch shares no state with Read(), so both may run at once.
+  virtual std::unique_ptr<LockWatch> Watch(LockWatch::Changed on_change) {
+    (void)on_change;
+    return nullptr;
+  }
 };
 
 /// What a member's manager (Patroni's REST API today) says about the member and its

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "probes/sentinel_watch.h"
+
 namespace sbd {
 namespace {
 
@@ -142,6 +144,10 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
   // have not heard of yet (Sentinel spreads a new configuration every 2 s).
   if (!majority.empty() && newest_dissent > record.mod_revision) record.handover_in_progress = true;
   return record;
+}
+
+std::unique_ptr<LockWatch> SentinelStore::Watch(LockWatch::Changed on_change) {
+  return std::make_unique<SentinelWatch>(sentinels_, master_name_, std::move(on_change));
 }
 
 }  // namespace sbd

@@ -40,6 +40,8 @@ class SentinelStore : public LockStore {
   SentinelStore(std::vector<std::string> sentinels, std::string master_name,
                 std::vector<MemberSpec> members, SentinelAuth auth = {});
   std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+  /// A SentinelWatch on the same sentinels: +switch-master, +sdown and +odown of the group.
+  std::unique_ptr<LockWatch> Watch(LockWatch::Changed on_change) override;
 
   /// Pure: the record from each sentinel's answer (a view or why there is none), in the order
   /// of `sentinels`. A failure when no sentinel answered.

@@ -38,6 +38,10 @@ ClusterSnapshot Snapshot(Verdict verdict, std::uint64_t rounds, Lock lock) {
   }
   c.has_round = true;
   c.verdict_rounds = rounds;
+  // Rounds one probe interval apart, the latest ending now.
+  c.last_round_end = WallClock::now();
+  c.verdict_since = c.last_round_end - std::chrono::duration_cast<WallClock::duration>(
+                                           c.spec.probe_interval * static_cast<int>(rounds - 1));
   c.assessment.verdict = verdict;
   c.assessment.summary = "test summary";
   c.assessment.writable = {"pg-1", "pg-2"};
@@ -130,6 +134,21 @@ TEST_CASE("alerts: warnings wait for the verdict to persist; healthy fires nothi
   CHECK(drift.front().labels.at("alertname") == "InventoryDrift");
   CHECK(AlertsFor(Snapshot(Verdict::kHealthy, 10, Lock::kStore), alerting, kLinks).empty());
   CHECK(AlertsFor(Snapshot(Verdict::kUnknown, 10, Lock::kNone), alerting, kLinks).empty());
+}
+
+TEST_CASE("alerts: a warning counts in time, so fast follow-up rounds do not raise it",
+          "[alerts]") {
+  AlertingSpec alerting;
+  auto c = Snapshot(Verdict::kSuspected, 30, Lock::kStore);
+  c.assessment.verdict = Verdict::kSuspected;
+  // Thirty rounds 100 ms apart (a watch's follow-up) hold for 2.9 s of a 3 s interval.
+  c.spec.probe_interval = std::chrono::milliseconds(3000);
+  c.verdict_since = c.last_round_end - std::chrono::milliseconds(2900);
+  CHECK(AlertsFor(c, alerting, kLinks).empty());
+  c.verdict_since = c.last_round_end - std::chrono::milliseconds(5000);
+  auto alerts = AlertsFor(c, alerting, kLinks);
+  REQUIRE(alerts.size() == 1);
+  CHECK(alerts.front().labels.at("alertname") == "SplitBrainSuspected");
 }
 
 TEST_CASE("alerts: an unreadable lock store warns after three rounds", "[alerts]") {

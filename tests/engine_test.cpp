@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "detector/config/config.h"
 #include "detector/engine/scheduler.h"
@@ -611,4 +612,163 @@ TEST_CASE("engine: the threads stay the same whatever the number of clusters", "
   CHECK(during <= before + 2);
   CHECK(scheduler.probe_threads() == kMaxProbeThreads);
 }
+}  // namespace sbd
+
+namespace sbd {
+namespace {
+
+// A lock store offering a watch whose changes the test fires by hand.
+class FakeWatch : public LockWatch {
+ public:
+  explicit FakeWatch(std::shared_ptr<LockWatch::Changed> hook) : hook_(std::move(hook)) {}
+  ~FakeWatch() override { *hook_ = nullptr; }
+  LockWatchStatus Status() const override { return LockWatchStatus{true, 2, 1}; }
+
+ private:
+  std::shared_ptr<LockWatch::Changed> hook_;
+};
+
+class WatchedLockStore : public LockStore {
+ public:
+  WatchedLockStore(std::shared_ptr<FakeRecord> record, std::shared_ptr<LockWatch::Changed> hook)
+      : record_(std::move(record)), hook_(std::move(hook)) {}
+  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point) override {
+    return record_->Get();
+  }
+  std::unique_ptr<LockWatch> Watch(LockWatch::Changed on_change) override {
+    *hook_ = std::move(on_change);
+    return std::make_unique<FakeWatch>(hook_);
+  }
+
+ private:
+  std::shared_ptr<FakeRecord> record_;
+  std::shared_ptr<LockWatch::Changed> hook_;
+};
+
+// A Patroni cluster of a and b whose timed rounds are 20 s apart: any round after the first
+// was started by Wake().
+ValidatedConfig SlowPatroni() {
+  return PatroniCluster({"a", "b"}, "    ttl: 60s\n    probe_interval: 20s\n");
+}
+
+// True when the cluster's round count stays put for `quiet`.
+bool RoundsStayPut(const Scheduler& scheduler, milliseconds quiet) {
+  const auto before = Only(scheduler).rounds;
+  std::this_thread::sleep_for(quiet);  // asserting an absence: nothing to wait on
+  return Only(scheduler).rounds == before;
+}
+
+}  // namespace
+
+TEST_CASE("engine: Wake runs a round at once and follows up until one holder remains",
+          "[engine][watch]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  world.Member("b")->Script({Replica()});
+  world.record()->Set(Record("a"));
+  Scheduler scheduler(SlowPatroni(), world.Factories());
+  scheduler.Start();
+  REQUIRE(sbd::testing::WaitFor([&] { return Only(scheduler).rounds == 1; }, milliseconds(3000),
+                                milliseconds(10)));
+  // The lock moves to b, which has not promoted yet, and a has stepped down: not settled.
+  world.Member("a")->Script({Replica()});
+  world.record()->Set(Record("b"));
+  scheduler.Wake("orders", milliseconds(10000));
+  CHECK(sbd::testing::WaitFor([&] { return Only(scheduler).rounds >= 4; }, milliseconds(3000),
+                              milliseconds(10)));
+  // b promotes: the next follow-up round sees one holder, and the follow-up stops.
+  world.Member("b")->Script({Primary()});
+  CHECK(sbd::testing::WaitFor(
+      [&] {
+        const auto c = Only(scheduler);
+        return c.assessment.writable == std::vector<std::string>{"b"};
+      },
+      milliseconds(3000), milliseconds(10)));
+  CHECK(RoundsStayPut(scheduler, milliseconds(600)));
+  scheduler.Stop();
+  const ClusterSnapshot c = Only(scheduler);
+  CHECK(c.wakes == 1);
+  CHECK(c.follow_up_rounds + 1 == c.rounds);
+  CHECK(c.overruns == 0);
+  CHECK(c.assessment.verdict == Verdict::kHealthy);
+}
+
+TEST_CASE("engine: a follow-up ends when its window has passed, settled or not",
+          "[engine][watch]") {
+  FakeWorld world;
+  world.Member("a")->Script({Replica()});
+  world.Member("b")->Script({Replica()});
+  world.record()->Set(Record(""));
+  Scheduler scheduler(SlowPatroni(), world.Factories());
+  scheduler.Start();
+  REQUIRE(sbd::testing::WaitFor([&] { return Only(scheduler).rounds == 1; }, milliseconds(3000),
+                                milliseconds(10)));
+  scheduler.Wake("orders", milliseconds(400));
+  scheduler.Wake("no such cluster", milliseconds(400));
+  CHECK(sbd::testing::WaitFor([&] { return Only(scheduler).rounds >= 3; }, milliseconds(3000),
+                              milliseconds(10)));
+  // At 100 ms a round, a 400 ms window holds about five; it then falls back to the 20 s timer.
+  CHECK(sbd::testing::WaitFor([&] { return RoundsStayPut(scheduler, milliseconds(500)); },
+                              milliseconds(4000), milliseconds(10)));
+  scheduler.Stop();
+  const ClusterSnapshot c = Only(scheduler);
+  CHECK(c.rounds <= 1 + 10);
+  CHECK(c.wakes == 1);
+}
+
+TEST_CASE("engine: a lock store's watch wakes its cluster and shows in the snapshot",
+          "[engine][watch]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  world.Member("b")->Script({Replica()});
+  world.record()->Set(Record("a"));
+  auto hook = std::make_shared<LockWatch::Changed>();
+  ProbeFactories factories = world.Factories();
+  factories.lock_stores = [&](const ClusterSpec&) -> std::unique_ptr<LockStore> {
+    return std::make_unique<WatchedLockStore>(world.record(), hook);
+  };
+  Scheduler scheduler(SlowPatroni(), factories);
+  CHECK_FALSE(Only(scheduler).watch.has_value());  // started with the scheduler
+  scheduler.Start();
+  REQUIRE(sbd::testing::WaitFor([&] { return Only(scheduler).rounds == 1; }, milliseconds(3000),
+                                milliseconds(10)));
+  REQUIRE(*hook);
+  (*hook)();
+  CHECK(sbd::testing::WaitFor([&] { return Only(scheduler).rounds == 2; }, milliseconds(3000),
+                              milliseconds(10)));
+  const ClusterSnapshot c = Only(scheduler);
+  REQUIRE(c.watch.has_value());
+  CHECK(c.watch->up);
+  CHECK(c.watch->breaks == 2);
+  CHECK(c.wakes == 1);
+  ConfigReloadStatus reload;
+  const std::string metrics =
+      RenderMetrics(DetectorCollector([&] { return scheduler.Snapshot(); }, &reload));
+  CHECK(metrics.find("splitbrain_lock_watch_up{cluster=\"orders\"} 1") != std::string::npos);
+  CHECK(metrics.find("splitbrain_lock_watch_breaks_total{cluster=\"orders\"} 2") !=
+        std::string::npos);
+  scheduler.Stop();
+  CHECK_FALSE(*hook);  // the watch was destroyed with the scheduler's stop
+}
+
+TEST_CASE("engine: watch: false leaves a cluster to its probe interval", "[engine][watch]") {
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  world.record()->Set(Record("a"));
+  auto hook = std::make_shared<LockWatch::Changed>();
+  ProbeFactories factories = world.Factories();
+  factories.lock_stores = [&](const ClusterSpec&) -> std::unique_ptr<LockStore> {
+    return std::make_unique<WatchedLockStore>(world.record(), hook);
+  };
+  Scheduler scheduler(
+      PatroniCluster({"a"}, "    ttl: 60s\n    probe_interval: 20s\n    watch: false\n"),
+      factories);
+  scheduler.Start();
+  REQUIRE(sbd::testing::WaitFor([&] { return Only(scheduler).rounds == 1; }, milliseconds(3000),
+                                milliseconds(10)));
+  scheduler.Stop();
+  CHECK_FALSE(*hook);  // never asked for a watch
+  CHECK_FALSE(Only(scheduler).watch.has_value());
+}
+
 }  // namespace sbd

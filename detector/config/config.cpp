@@ -608,7 +608,7 @@ class ConfigParser {
         ReadMapping(node, path,
                     {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier",
                      "members", "scope", "namespace", "etcd", "discover", "discovery", "file_sd",
-                     "redis", "redis_lease", "k8s_lease", "etcd_election"});
+                     "redis", "redis_lease", "k8s_lease", "etcd_election", "watch"});
     if (!fields) return cluster;
     if (const Entry* name = Required(*fields, node, path, "name")) {
       cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
@@ -618,6 +618,9 @@ class ConfigParser {
     ParseTimings(*fields, path, cluster);
     // Patroni's own ttl lives in the DCS; without an explicit one the runtime follows it.
     cluster.ttl_from_dcs = kind == ClusterKind::kPatroni && !Optional(*fields, "ttl");
+    if (const Entry* watch = Optional(*fields, "watch")) {
+      cluster.watch = Bool(*watch, Join(path, "watch")).value_or(true);
+    }
     if (const Entry* id = Optional(*fields, "system_identifier")) {
       ParseSystemIdentifier(*id, Join(path, "system_identifier"), cluster);
     }

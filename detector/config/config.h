@@ -161,6 +161,9 @@ struct ClusterSpec {
   Millis probe_interval{3000};
   /// Default min(probe_interval, 2s); never above probe_interval.
   Millis probe_timeout{2000};
+  /// Whether the lock store's watch (when its kind offers one) wakes the cluster's round the
+  /// moment the holder changes; `watch: false` leaves the cluster to its probe interval.
+  bool watch = true;
   /// Expected PostgreSQL system identifier; when empty the detector learns it from the
   /// majority of members it reads.
   std::string system_identifier;

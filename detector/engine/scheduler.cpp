@@ -404,6 +404,11 @@ struct Scheduler::ClusterRuntime {
   bool again = false;                               // a round was asked for while one was under way
   std::vector<std::function<void()>> waiting_this;  // told when the round under way ends
   std::vector<std::function<void()>> waiting_next;  // told when the next round ends
+  // Wake(): the lock store's watch (set and reset under mu_), a round asked for, and the end
+  // of the follow-up window (all guarded by Scheduler::mu_).
+  std::unique_ptr<LockWatch> watch;
+  SteadyClock::time_point follow_up_until{};
+  bool again_follow_up = false;  // the round asked for while one was under way is a wake's
 };
 
 Scheduler::Scheduler(const ValidatedConfig& config, ProbeFactories factories)
@@ -571,7 +576,8 @@ struct Scheduler::Collector {
 /// A round under way, carried from one continuation to the next on the loop thread.
 struct Scheduler::RoundWork {
   RoundTimes times;
-  bool on_timer = false;  // started by the cluster's timer (not asked for)
+  bool on_timer = false;   // started by the cluster's timer (not asked for)
+  bool follow_up = false;  // a wake's or its follow-up: the timed schedule stays as it is
   RoundReadings readings;
   std::string lineage;
   std::vector<size_t> again;  // the confirmation candidates
@@ -581,6 +587,7 @@ struct Scheduler::RoundWork {
 };
 
 void Scheduler::Start() {
+  StartWatches();
   started_ = true;
   loop_.Post([this] {
     // The first rounds are spread, at most 2 ms apart and within one interval, so that a large
@@ -608,7 +615,14 @@ void Scheduler::Start() {
 }
 
 void Scheduler::Stop() {
-  stopping_ = true;
+  std::vector<std::unique_ptr<LockWatch>> watches;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (auto& cluster : clusters_) watches.push_back(std::move(cluster->watch));
+  }
+  // Outside the lock: a watch's thread may be waiting for it in Wake().
+  watches.clear();
   // After this runs no round starts (each checks stopping_ on the loop); those under way end
   // by their deadlines.
   RunOnLoopAndWait(loop_, [this] {
@@ -652,7 +666,8 @@ void Scheduler::RequestRound(ClusterRuntime& cluster, std::function<void()> done
   });
 }
 
-void Scheduler::StartRound(ClusterRuntime& cluster, bool on_timer, std::function<void()> done) {
+void Scheduler::StartRound(ClusterRuntime& cluster, bool on_timer, std::function<void()> done,
+                           bool follow_up) {
   if (stopping_) {
     if (done) done();
     return;
@@ -672,9 +687,11 @@ void Scheduler::StartRound(ClusterRuntime& cluster, bool on_timer, std::function
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++rounds_in_flight_;
+    if (cluster.watch) cluster.state.watch = cluster.watch->Status();
   }
   auto work = std::make_shared<RoundWork>();
   work->on_timer = on_timer;
+  work->follow_up = follow_up;
   work->times.start_wall = WallClock::now();
   work->times.start = SteadyClock::now();
   std::vector<size_t> everyone(cluster.state.spec.members.size());
@@ -698,36 +715,59 @@ void Scheduler::EndRound(ClusterRuntime& cluster, RoundWork& work) {
   waiting.swap(cluster.waiting_this);
   for (auto& done : waiting) Guarded("round waiter", done);
   const bool again = cluster.again;
+  const bool again_follow_up = cluster.again_follow_up;
   cluster.again = false;
+  cluster.again_follow_up = false;
+  SteadyClock::time_point follow_up = SteadyClock::time_point::max();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (started_) {
+    const auto now = SteadyClock::now();
+    if (started_ && !work.follow_up) {
       // Read each time: with no ttl in the config, the interval follows the lock store's.
       cluster.next =
           (work.on_timer ? cluster.next : work.times.start) + cluster.state.spec.probe_interval;
-      const auto now = SteadyClock::now();
       if (cluster.next < now) {
         // The round ran past the next slot: start at once rather than firing a burst.
         ++cluster.state.overruns;
         cluster.next = now;
       }
     }
+    if (started_) follow_up = NextFollowUp(cluster, now);
+    if (again && again_follow_up) ++cluster.state.follow_up_rounds;
     --rounds_in_flight_;
   }
   rounds_cv_.notify_all();
   if (stopping_) return;
   if (again) {
-    StartRound(cluster, false, nullptr);
+    StartRound(cluster, false, nullptr, again_follow_up);
   } else if (started_) {
-    cluster.round_timer->Arm(cluster.next,
-                             [this, &cluster] { StartRound(cluster, true, nullptr); });
+    ArmNextRound(cluster, follow_up);
   }
+}
+
+void Scheduler::ArmNextRound(ClusterRuntime& cluster, SteadyClock::time_point follow_up) {
+  if (follow_up < cluster.next) {
+    // A woken cluster that has not settled: a follow-up round before the timed one, which
+    // keeps its slot.
+    cluster.round_timer->Arm(follow_up, [this, &cluster] {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++cluster.state.follow_up_rounds;
+      }
+      StartRound(cluster, false, nullptr, true);
+    });
+    return;
+  }
+  cluster.round_timer->Arm(cluster.next, [this, &cluster] { StartRound(cluster, true, nullptr); });
 }
 
 std::vector<ClusterSnapshot> Scheduler::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ClusterSnapshot> out;
-  for (const auto& cluster : clusters_) out.push_back(cluster->state);
+  for (const auto& cluster : clusters_) {
+    out.push_back(cluster->state);
+    if (cluster->watch) out.back().watch = cluster->watch->Status();
+  }
   return out;
 }
 
@@ -737,6 +777,61 @@ bool Scheduler::AllClustersHaveRun() const {
     if (!cluster->state.has_round) return false;
   }
   return true;
+}
+
+void Scheduler::StartWatches() {
+  for (auto& cluster : clusters_) {
+    if (!cluster->lock_store || !cluster->state.spec.watch) continue;
+    const std::string name = cluster->state.spec.name;
+    auto watch = cluster->lock_store->Watch([this, name] { Wake(name, kWatchFollowUp); });
+    if (!watch) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    cluster->watch = std::move(watch);
+    cluster->state.watch = cluster->watch->Status();
+  }
+}
+
+void Scheduler::Wake(const std::string& cluster_name, std::chrono::milliseconds follow_up_for) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& cluster : clusters_) {
+    if (cluster->state.spec.name != cluster_name) continue;
+    cluster->follow_up_until =
+        std::max(cluster->follow_up_until, SteadyClock::now() + follow_up_for);
+    ++cluster->state.wakes;
+    loop_.Post([this, c = cluster.get()] { StartFollowUp(*c); });
+  }
+}
+
+void Scheduler::StartFollowUp(ClusterRuntime& cluster) {
+  if (stopping_) return;
+  if (cluster.in_round) {
+    // The round under way may have read the store before the change: one more right after.
+    cluster.again = true;
+    cluster.again_follow_up = true;
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++cluster.state.follow_up_rounds;
+  }
+  StartRound(cluster, false, nullptr, true);
+}
+
+SteadyClock::time_point Scheduler::NextFollowUp(ClusterRuntime& cluster,
+                                                SteadyClock::time_point now) {
+  if (cluster.follow_up_until == SteadyClock::time_point{}) return SteadyClock::time_point::max();
+  if (now >= cluster.follow_up_until || RoundSettled(cluster.state)) {
+    cluster.follow_up_until = SteadyClock::time_point{};
+    return SteadyClock::time_point::max();
+  }
+  return now + kFollowUpInterval;
+}
+
+bool Scheduler::RoundSettled(const ClusterSnapshot& state) {
+  if (state.split_brain_open) return true;
+  const Assessment& a = state.assessment;
+  if (a.writable.size() != 1) return false;
+  return !state.lock.has_store || a.lock_holder == a.writable.front();
 }
 
 template <typename T>

@@ -140,6 +140,13 @@ struct ClusterSnapshot {
   std::vector<std::string> discovery_rejected;
   /// Discovered members dropped after being gone from the DCS and unreadable for expire_after.
   std::uint64_t discovered_expired = 0;
+
+  // Lock-store watch (kinds that offer one).
+  /// The watch's state; nullopt when the cluster's lock store offers no watch.
+  std::optional<LockWatchStatus> watch;
+  /// Wake() calls (each a holder change the watch reported), and the rounds run early for them.
+  std::uint64_t wakes = 0;
+  std::uint64_t follow_up_rounds = 0;
 };
 
 /// Where the scheduler gets the declarations in force; called once per round.
@@ -180,6 +187,12 @@ class ProbeExecutor {
   std::vector<std::thread> threads_;
 };
 
+/// How long a lock-store watch's Wake() follows up: long enough for a new holder to promote
+/// after taking the lock, bounded so that a holder that never settles costs at most this.
+constexpr std::chrono::milliseconds kWatchFollowUp{10000};
+/// The interval of the rounds that follow a Wake() until the cluster settles.
+constexpr std::chrono::milliseconds kFollowUpInterval{100};
+
 /// Runs one round per cluster every probe interval, all members probed concurrently and
 /// each probe bounded by its deadline, confirms candidates with an immediate concurrent
 /// re-probe, and keeps each cluster's verdict and evidence. A round is a continuation on the
@@ -207,8 +220,15 @@ class Scheduler {
   /// Declarations the suppressors consult; none when not set.
   void SetDeclarationSource(DeclarationSource source);
 
-  /// Starts every cluster's rounds on the event loop, the first one at once.
+  /// Starts every cluster's rounds on the event loop (the first ones spread over at most one
+  /// interval), and the watch of each lock store that offers one (it calls Wake() with
+  /// kWatchFollowUp when the store says the holder changed).
   void Start();
+  /// Starts the cluster's round now (or as soon as the running one ends), then runs rounds
+  /// every kFollowUpInterval until `follow_up_for` has passed or a round settles (one writable
+  /// member, the lock's holder when there is a store, or a confirmed split brain); the timed
+  /// rounds keep their slots. A name that is no cluster's is ignored. Thread-safe.
+  void Wake(const std::string& cluster_name, std::chrono::milliseconds follow_up_for);
   /// Stops the rounds and waits for those in flight (they end by their deadlines).
   void Stop();
   /// Runs one round (with confirmation) for every cluster, concurrently, and returns when all
@@ -256,11 +276,27 @@ class Scheduler {
   /// Starts `cluster`'s round now (loop thread only): the one place a round begins, whether
   /// its timer fired or someone asked. A round under way gets another right after it.
   /// `done` runs on the loop thread once the round that answers it has ended.
-  void StartRound(ClusterRuntime& cluster, bool on_timer, std::function<void()> done);
+  /// `follow_up`: a wake's round, which leaves the timed schedule as it is.
+  void StartRound(ClusterRuntime& cluster, bool on_timer, std::function<void()> done,
+                  bool follow_up = false);
+  /// A wake's round now (loop thread), or right after the one under way.
+  void StartFollowUp(ClusterRuntime& cluster);
+  /// Arms the cluster's timer (loop thread): the follow-up at `follow_up` when it comes before
+  /// the timed slot, else the timed round.
+  void ArmNextRound(ClusterRuntime& cluster, SteadyClock::time_point follow_up);
   /// Asks for `cluster`'s round now, from any thread (posts StartRound to the loop).
   void RequestRound(ClusterRuntime& cluster, std::function<void()> done);
   /// The end of a round (loop thread): tells whoever waited, arms the next round's timer.
   void EndRound(ClusterRuntime& cluster, RoundWork& work);
+  /// Starts each lock store's watch, if its kind offers one, wired to Wake().
+  void StartWatches();
+  /// When the next follow-up round of a woken cluster is due: kFollowUpInterval after `now`
+  /// while its window is open and its latest round did not settle, else never (the window is
+  /// closed). Requires mu_.
+  SteadyClock::time_point NextFollowUp(ClusterRuntime& cluster, SteadyClock::time_point now);
+  /// True when a follow-up can stop: one writable member, holding the lock when a store keeps
+  /// one, or a split brain confirmed.
+  static bool RoundSettled(const ClusterSnapshot& state);
   /// Probes the given members (and, outside confirmation, their REST APIs and the lock
   /// store) concurrently under one deadline, and hands the readings to `then` on the loop
   /// thread once all are in or at the deadline plus a grace. A confirmation re-probe reads

@@ -180,12 +180,22 @@ Alert Make(const ClusterSnapshot& c, const AlertingSpec& alerting, const AlertLi
 
 }  // namespace
 
+bool VerdictPersisted(const ClusterSnapshot& c) {
+  // In time, not only in rounds: a lock-store watch's follow-up rounds come every 100 ms, and
+  // a switchover's restart must not become a warning by being seen often. Three rounds at the
+  // probe interval are two intervals apart; half an interval is left for their jitter.
+  const auto interval = std::chrono::duration_cast<WallClock::duration>(c.spec.probe_interval);
+  const auto held = c.last_round_end - c.verdict_since;
+  return c.verdict_rounds >= kWarningRounds &&
+         held >= interval * static_cast<int>(kWarningRounds - 1) - interval / 2;
+}
+
 std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alerting,
                              const AlertLinks& links) {
   std::vector<Alert> firing;
   if (!c.has_round) return firing;
   const Assessment& a = c.assessment;
-  const bool persisted = c.verdict_rounds >= kWarningRounds;
+  const bool persisted = VerdictPersisted(c);
   // The page stays up for the whole incident, not only for the rounds that confirm it.
   const bool split_brain = a.verdict == Verdict::kSplitBrain && !a.split_brain_fenced;
   if (split_brain || c.split_brain_open) {

@@ -14,6 +14,12 @@ namespace sbd {
 /// needs no such wait: confirmation already filtered sampling skew.
 constexpr std::uint64_t kWarningRounds = 3;
 
+/// True when the cluster's warning-level verdict has persisted: kWarningRounds rounds that
+/// span at least kWarningRounds - 1 probe intervals (less half an interval of jitter), so that
+/// the fast rounds after a lock-store watch's wake never turn a transition into a warning.
+/// Pure.
+bool VerdictPersisted(const ClusterSnapshot& cluster);
+
 /// Where alerts point back to.
 struct AlertLinks {
   std::string generator_url;     ///< the detector's /status page

@@ -356,6 +356,31 @@ std::vector<MetricFamily> LockStoreFamilies(const std::vector<ClusterSnapshot>& 
                   &fencing.store_revision, &fencing.resource_token});
 }
 
+// Per cluster whose lock store offers a watch: whether it is established, its breaks, the
+// holder changes it reported, and the rounds they started early.
+std::vector<MetricFamily> WatchFamilies(const std::vector<ClusterSnapshot>& clusters) {
+  Family watch_up("splitbrain_lock_watch_up",
+                  "Whether the lock store's watch on the lock record is established.",
+                  MetricType::Gauge);
+  Family watch_breaks("splitbrain_lock_watch_breaks_total",
+                      "Established lock-store watches that broke and were re-established.",
+                      MetricType::Counter);
+  Family watch_changes("splitbrain_lock_watch_changes_total",
+                       "Holder changes the lock store's watch reported.", MetricType::Counter);
+  Family early_rounds("splitbrain_follow_up_rounds_total",
+                      "Rounds run early, after a lock-store watch reported a holder change.",
+                      MetricType::Counter);
+  for (const auto& c : clusters) {
+    if (!c.watch) continue;
+    const std::vector<ClientMetric::Label> cluster = {{"cluster", c.spec.name}};
+    watch_up.Add(cluster, c.watch->up ? 1 : 0);
+    watch_breaks.Add(cluster, static_cast<double>(c.watch->breaks));
+    watch_changes.Add(cluster, static_cast<double>(c.watch->changes));
+    early_rounds.Add(cluster, static_cast<double>(c.follow_up_rounds));
+  }
+  return TakeAll({&watch_up, &watch_breaks, &watch_changes, &early_rounds});
+}
+
 // Per member: its standing with the lock (clusters with a lock store), and what its manager
 // (Patroni's REST API) said.
 std::vector<MetricFamily> MemberLockFamilies(const std::vector<ClusterSnapshot>& clusters) {
@@ -603,6 +628,7 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
   Append(out, MemberReadingFamilies(clusters));
   Append(out, ProbeCounterFamilies(clusters));
   Append(out, LockStoreFamilies(clusters));
+  Append(out, WatchFamilies(clusters));
   Append(out, MemberLockFamilies(clusters));
   Append(out, PushFamilies(push_stats));
   out.push_back(SplitBrainIncidentFamily(clusters));
