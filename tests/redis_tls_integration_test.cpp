@@ -7,6 +7,7 @@
 
 #include "probes/redis.h"
 #include "probes/redis_client.h"
+#include "probes/redis_wire.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_sandbox.h"
@@ -109,6 +110,35 @@ TEST_CASE("RedisClient over TLS: ROLE and the member probe read a TLS-only serve
   if (obs.failure() != nullptr) FAIL(obs.failure()->message);
   REQUIRE(obs.redis() != nullptr);
   CHECK(obs.redis()->role == "master");
+}
+
+TEST_CASE("RedisClient over TLS: the reply caps hold as on the plain path", "[redis][tls]") {
+  Pki pki;
+  testing::RedisSandbox sandbox;
+  const testing::RedisProcess& server = sandbox.StartTlsServer("tls", pki.ServerConfig(false));
+  RedisClient client(server.address(), "", std::nullopt, pki.Client());
+  std::vector<std::string> push = {"RPUSH", "long"};
+  push.resize(push.size() + kMaxRedisArrayElements + 1, "x");
+  const auto deadline = SteadyClock::now() + seconds(10);
+  if (auto failure = client.Connect(deadline)) FAIL(failure->message);
+  auto filled =
+      client.Pipeline({push, {"SET", "huge", std::string(kMaxRedisPipelineBytes, 'y')}}, deadline);
+  if (auto* failure = std::get_if<ProbeFailure>(&filled)) FAIL(failure->message);
+
+  const ProbeFailure long_array =
+      FailureOf(client.Pipeline({{"LRANGE", "long", "0", "-1"}}, SteadyClock::now() + seconds(10)));
+  CHECK(long_array.reason == ProbeFailureReason::kProtocol);
+  CHECK(long_array.message.find("array elements") != std::string::npos);
+
+  // The failure closed the connection: the next call dials again.
+  if (auto failure = client.Connect(SteadyClock::now() + seconds(10))) FAIL(failure->message);
+  const ProbeFailure huge =
+      FailureOf(client.Pipeline({{"GET", "huge"}}, SteadyClock::now() + seconds(10)));
+  CHECK(huge.reason == ProbeFailureReason::kProtocol);
+  CHECK(huge.message.find("replies larger than") != std::string::npos);
+
+  auto replies = Role(client);  // and a new connection reads normally again
+  if (auto* failure = std::get_if<ProbeFailure>(&replies)) FAIL(failure->message);
 }
 
 TEST_CASE("RedisClient over TLS: a wrong CA or server name fails verification, naming no secret",
