@@ -18,8 +18,8 @@ ProbeFailure ErrorReply(const std::string& text) {
 
 }  // namespace
 
-RedisProbe::RedisProbe(MemberSpec member, std::string username)
-    : member_(std::move(member)), username_(std::move(username)) {}
+RedisProbe::RedisProbe(MemberSpec member, std::string username, std::optional<RedisTlsSpec> tls)
+    : member_(std::move(member)), username_(std::move(username)), tls_(std::move(tls)) {}
 
 const std::vector<std::vector<std::string>>& RedisProbe::ReadingCommands() {
   static const std::vector<std::vector<std::string>> commands = {
@@ -53,7 +53,8 @@ std::optional<ProbeFailure> RedisProbe::EnsureConnected(SteadyClock::time_point 
       return ProbeFailure{ProbeFailureReason::kConfig, *error};
     }
     client_ = std::make_unique<RedisClient>(
-        member_.address, username_, std::get<std::optional<std::string>>(std::move(password)));
+        member_.address, username_, std::get<std::optional<std::string>>(std::move(password)),
+        tls_);
   }
   auto failure = client_->Connect(deadline);
   // A password file may change: read it again at the next connect.

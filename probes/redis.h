@@ -18,8 +18,10 @@ namespace sbd {
 class RedisProbe : public MemberProbe {
  public:
   /// `username` is the ACL user for AUTH (empty: the default user); the password comes from
-  /// the member's password_file or password_env, read at each connect.
-  RedisProbe(MemberSpec member, std::string username);
+  /// the member's password_file or password_env, read at each connect. `tls` when the block
+  /// says `tls: true`.
+  RedisProbe(MemberSpec member, std::string username,
+             std::optional<RedisTlsSpec> tls = std::nullopt);
   Observation Probe(SteadyClock::time_point deadline, StartGate* gate) override;
 
   /// The commands of one reading, visible for review.
@@ -34,6 +36,7 @@ class RedisProbe : public MemberProbe {
 
   MemberSpec member_;
   std::string username_;
+  std::optional<RedisTlsSpec> tls_;
   std::unique_ptr<RedisClient> client_;
 };
 

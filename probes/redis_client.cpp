@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "detector/config/config.h"
+#include "probes/redis_tls.h"
 #include "probes/redis_wire.h"
 
 namespace sbd {
@@ -38,7 +39,9 @@ ProbeFailureReason ReasonOf(int err, const std::string& text) {
   return ProbeFailureReason::kConnectionLost;
 }
 
-RedisValue ValueOf(const redisReply& reply) {
+}  // namespace
+
+RedisValue RedisValueOf(const redisReply& reply) {
   RedisValue value;
   value.error = reply.type == REDIS_REPLY_ERROR;
   if (reply.type == REDIS_REPLY_INTEGER) value.text = std::to_string(reply.integer);
@@ -57,19 +60,19 @@ RedisValue ValueOf(const redisReply& reply) {
   return value;
 }
 
-}  // namespace
-
 RedisClient::RedisClient(std::string address, std::string username,
-                         std::optional<std::string> password)
+                         std::optional<std::string> password, std::optional<RedisTlsSpec> tls)
     : address_(std::move(address)),
       username_(std::move(username)),
-      password_(std::move(password)) {}
+      password_(std::move(password)),
+      tls_(std::move(tls)) {}
 
 RedisClient::~RedisClient() { Close(); }
 
 void RedisClient::Close() {
   if (context_ != nullptr) redisFree(context_);
   context_ = nullptr;
+  tls_connection_.reset();
 }
 
 ProbeFailure RedisClient::IoFailure(const char* doing) {
@@ -92,13 +95,25 @@ std::optional<ProbeFailure> RedisClient::SetTimeout(SteadyClock::time_point dead
 }
 
 std::optional<ProbeFailure> RedisClient::Connect(SteadyClock::time_point deadline) {
-  if (context_ != nullptr) return std::nullopt;
+  if (context_ != nullptr || tls_connection_ != nullptr) return std::nullopt;
   if (auto late = SetTimeout(deadline)) return late;
+  if (tls_) {
+    tls_connection_ = std::make_unique<RedisTlsConnection>(address_, *tls_);
+    if (auto failure = tls_connection_->Connect(deadline)) {
+      tls_connection_.reset();
+      return failure;
+    }
+    return Authenticate(deadline);
+  }
   const HostPort at = SplitHostPort(address_, "6379");
   context_ =
       redisConnectWithTimeout(at.host.c_str(), std::atoi(at.port.c_str()), TimeLeft(deadline));
   if (context_ == nullptr || context_->err != 0) return IoFailure("connect");
   LimitRedisReplies(context_);
+  return Authenticate(deadline);
+}
+
+std::optional<ProbeFailure> RedisClient::Authenticate(SteadyClock::time_point deadline) {
   if (!password_) return std::nullopt;
   std::vector<std::vector<std::string>> auth = {{"AUTH"}};
   if (!username_.empty()) auth[0].push_back(username_);
@@ -115,6 +130,11 @@ std::optional<ProbeFailure> RedisClient::Connect(SteadyClock::time_point deadlin
 
 std::variant<std::vector<RedisValue>, ProbeFailure> RedisClient::Pipeline(
     const std::vector<std::vector<std::string>>& commands, SteadyClock::time_point deadline) {
+  if (tls_connection_ != nullptr) {
+    auto replies = tls_connection_->Pipeline(commands, deadline);
+    if (std::holds_alternative<ProbeFailure>(replies)) Close();
+    return replies;
+  }
   if (context_ == nullptr) return ProbeFailure{ProbeFailureReason::kInternal, "not connected"};
   for (const auto& command : commands) {
     std::vector<const char*> argv;
@@ -140,7 +160,7 @@ std::variant<std::vector<RedisValue>, ProbeFailure> RedisClient::Pipeline(
       return IoFailure("reading");
     }
     auto* reply = static_cast<redisReply*>(raw);
-    values.push_back(ValueOf(*reply));
+    values.push_back(RedisValueOf(*reply));
     freeReplyObject(reply);
   }
   return values;

@@ -1,13 +1,16 @@
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "detector/config/config.h"
 #include "probes/probe.h"
 
 struct redisContext;
+struct redisReply;
 
 namespace sbd {
 
@@ -19,15 +22,22 @@ struct RedisValue {
   std::vector<std::string> items;
 };
 
+/// The reply as a RedisValue (what both transports hand back).
+RedisValue RedisValueOf(const redisReply& reply);
+
+class RedisTlsConnection;
+
 /// One kept connection to a Redis server or sentinel (hiredis, blocking, with timeouts), used
 /// by the member probe and the Sentinel lock store. Every call is bounded by its deadline:
 /// the connect by redisConnectWithTimeout, each read and write by redisSetTimeout set to the
-/// time left. Any I/O failure drops the connection; the next call reconnects. Not thread-safe;
-/// not copyable.
+/// time left. With `tls` set, the connection is a RedisTlsConnection instead (same deadlines,
+/// same reply caps). Any I/O failure drops the connection; the next call reconnects. Not
+/// thread-safe; not copyable.
 class RedisClient {
  public:
   /// `password` (if any) is sent with AUTH, with `username` when not empty (an ACL user).
-  RedisClient(std::string address, std::string username, std::optional<std::string> password);
+  RedisClient(std::string address, std::string username, std::optional<std::string> password,
+              std::optional<RedisTlsSpec> tls = std::nullopt);
   ~RedisClient();
   RedisClient(const RedisClient&) = delete;
   RedisClient& operator=(const RedisClient&) = delete;
@@ -42,13 +52,16 @@ class RedisClient {
   const std::string& address() const { return address_; }
 
  private:
+  std::optional<ProbeFailure> Authenticate(SteadyClock::time_point deadline);
   std::optional<ProbeFailure> SetTimeout(SteadyClock::time_point deadline);
   ProbeFailure IoFailure(const char* doing);
 
   std::string address_;
   std::string username_;
   std::optional<std::string> password_;
+  std::optional<RedisTlsSpec> tls_;
   redisContext* context_ = nullptr;
+  std::unique_ptr<RedisTlsConnection> tls_connection_;  ///< only with `tls_`
 };
 
 }  // namespace sbd

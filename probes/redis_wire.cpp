@@ -58,26 +58,38 @@ int Fail(redisContext* context, const std::string& why) {
 
 // A reader error caused by a refused array gets words of its own.
 int ReaderFailed(redisContext* context) {
-  if (t_refused_elements < 0) return REDIS_ERR;
-  const int elements = t_refused_elements;
-  t_refused_elements = -1;
-  return Fail(context, "an array of " + std::to_string(elements) +
-                           " elements takes the reply over " +
-                           std::to_string(kMaxRedisArrayElements) + " array elements");
+  const std::optional<std::string> refused = RefusedArrayError();
+  return refused ? Fail(context, *refused) : REDIS_ERR;
 }
 
 }  // namespace
 
-void LimitRedisReplies(redisContext* context) {
-  if (context == nullptr || context->reader == nullptr || Defaults() == nullptr) return;
+void LimitRedisReader(redisReader* reader) {
+  if (reader == nullptr || Defaults() == nullptr) return;
   // Only a reader using hiredis's own table: the wrappers call through to it.
-  if (context->reader->fn == Defaults()) context->reader->fn = &g_limited;
+  if (reader->fn == Defaults()) reader->fn = &g_limited;
+}
+
+void LimitRedisReplies(redisContext* context) {
+  if (context != nullptr) LimitRedisReader(context->reader);
+}
+
+void BeginBoundedReply() {
+  t_refused_elements = -1;
+  t_elements_left = kMaxRedisArrayElements;
+}
+
+std::optional<std::string> RefusedArrayError() {
+  if (t_refused_elements < 0) return std::nullopt;
+  const int elements = t_refused_elements;
+  t_refused_elements = -1;
+  return "an array of " + std::to_string(elements) + " elements takes the reply over " +
+         std::to_string(kMaxRedisArrayElements) + " array elements";
 }
 
 int GetReplyBounded(redisContext* context, void** reply, std::size_t* budget) {
   *reply = nullptr;
-  t_refused_elements = -1;
-  t_elements_left = kMaxRedisArrayElements;
+  BeginBoundedReply();
   if (redisGetReplyFromReader(context, reply) != REDIS_OK) return ReaderFailed(context);
   if (*reply != nullptr) return REDIS_OK;
   int written = 0;

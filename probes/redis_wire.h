@@ -1,8 +1,11 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <string>
 
 struct redisContext;
+struct redisReader;
 
 namespace sbd {
 
@@ -19,6 +22,17 @@ constexpr int kMaxRedisArrayElements = 64 * 1024;
 /// call: read such a context only through it. Call once per context, after connect.
 /// Thread-safe (each context belongs to one thread at a time).
 void LimitRedisReplies(redisContext* context);
+
+/// LimitRedisReplies for a reader of our own (the TLS transport feeds one directly): read it
+/// with BeginBoundedReply() before each reply and RefusedArrayError() after a reader error.
+void LimitRedisReader(redisReader* reader);
+
+/// Starts counting a new reply's array elements on this thread.
+void BeginBoundedReply();
+
+/// After a limited reader failed: the words for an array over the element cap, if that was
+/// the cause (nullopt for any other reader error). Clears it.
+std::optional<std::string> RefusedArrayError();
 
 /// redisGetReply for a blocking context, counting the bytes received against `*budget` (what
 /// is left of kMaxRedisPipelineBytes for this pipeline): when a reply would exceed it, the

@@ -37,9 +37,9 @@ std::variant<SentinelView, ProbeFailure> SentinelStore::Ask(size_t index,
     if (auto* error = std::get_if<std::string>(&password)) {
       return ProbeFailure{ProbeFailureReason::kConfig, *error};
     }
-    client =
-        std::make_unique<RedisClient>(sentinels_[index], auth_.username,
-                                      std::get<std::optional<std::string>>(std::move(password)));
+    client = std::make_unique<RedisClient>(
+        sentinels_[index], auth_.username,
+        std::get<std::optional<std::string>>(std::move(password)), auth_.tls);
   }
   if (auto failure = client->Connect(deadline)) {
     client.reset();  // a password file may change: read it again at the next connect

@@ -26,6 +26,7 @@ struct SentinelAuth {
   /// Where the password comes from, if anywhere: read again at every connect.
   std::optional<std::string> password_file;
   std::optional<std::string> password_env;
+  std::optional<RedisTlsSpec> tls;  ///< set when the block says `tls: true`
 };
 
 /// Sentinel's record of a Redis replication group: every configured sentinel is asked

@@ -273,6 +273,11 @@ TEST_CASE("config: a redis cluster reads its members by address and its Sentinel
   CHECK(c.redis.sentinel_password_file ==
         std::optional<std::string>("/etc/splitbrain/sentinel.pass"));
   CHECK_FALSE(c.redis.sentinel_password_env);
+  REQUIRE(c.redis.tls);
+  CHECK(c.redis.tls->ca_file == "/etc/splitbrain/redis-ca.pem");
+  CHECK(c.redis.tls->cert_file == "/etc/splitbrain/redis-client.pem");
+  CHECK(c.redis.tls->key_file == "/etc/splitbrain/redis-client.key");
+  CHECK(c.redis.tls->server_name == "redis.internal");
   CHECK_FALSE(c.members[0].password_file);  // the sentinels' password is theirs alone
   REQUIRE(c.members.size() == 2);
   CHECK(c.members[1].address == "127.0.0.1:6380");
@@ -441,6 +446,7 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "7:18: clusters[0].members[0].address: expected host:port",
         "8:9: clusters[0].members[1].address: required",
         "9:9: clusters[0].members[1].dsn: unknown key",
+        "11:7: clusters[0].redis.tls_ca_file: required",
         "11:20: clusters[0].redis.master_name: expected a name of letters, digits, '_', '.' and "
         "'-'",
         "12:19: clusters[0].redis.sentinels[0]: expected host:port",
@@ -449,9 +455,10 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "set",
         "16:30: clusters[0].redis.sentinel_password_env: only one of sentinel_password_file and "
         "sentinel_password_env may be set",
-        "17:12: clusters[0].redis.tls: TLS to Redis is not supported yet",
-        "18:5: clusters[1].redis: required",
-        "27:5: clusters[2].redis: only valid for kind: redis"}},
+        "18:7: clusters[0].redis.tls_cert_file: tls_cert_file and tls_key_file go together",
+        "19:5: clusters[1].redis: required",
+        "32:7: clusters[2].redis.tls_ca_file: only valid with tls: true",
+        "37:5: clusters[3].redis: only valid for kind: redis"}},
       {"invalid-patroni-key-on-postgres.yml",
        {"4:5: clusters[0].scope: only valid for kind: patroni",
         "5:5: clusters[0].namespace: only valid for kind: patroni",

@@ -978,10 +978,11 @@ class ConfigParser {
       return;
     }
     const std::string block = Join(path, "redis");
-    const std::optional<Fields> redis = ReadMapping(
-        *entry, block,
-        {"master_name", "sentinels", "username", "password_file", "password_env",
-         "sentinel_username", "sentinel_password_file", "sentinel_password_env", "tls"});
+    const std::optional<Fields> redis =
+        ReadMapping(*entry, block,
+                    {"master_name", "sentinels", "username", "password_file", "password_env",
+                     "sentinel_username", "sentinel_password_file", "sentinel_password_env", "tls",
+                     "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name"});
     if (!redis) return;
     RedisSpec& spec = cluster.redis;
     if (const Entry* name = Required(*redis, entry->value, block, "master_name")) {
@@ -1004,10 +1005,39 @@ class ConfigParser {
     }
     PasswordSources(*redis, block, spec.sentinel_password_file, spec.sentinel_password_env,
                     "sentinel_");
-    if (const Entry* tls = Optional(*redis, "tls")) {
-      if (Bool(*tls, Join(block, "tls")).value_or(false)) {
-        AddError(tls->Mark(), Join(block, "tls"), "TLS to Redis is not supported yet");
+    ParseRedisTls(*redis, entry->value, block, spec);
+  }
+
+  // `tls: true` with its CA file, an optional client certificate and key, and a server name;
+  // the tls_* keys without `tls: true` would be silently unused, so they are errors.
+  void ParseRedisTls(const Fields& redis, const YAML::Node& node, const std::string& block,
+                     RedisSpec& spec) {
+    const Entry* tls = Optional(redis, "tls");
+    const bool on = tls != nullptr && Bool(*tls, Join(block, "tls")).value_or(false);
+    const char* const keys[] = {"tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name"};
+    if (!on) {
+      for (const char* key : keys) {
+        if (const Entry* unused = Optional(redis, key)) {
+          AddError(unused->key.Mark(), Join(block, key), "only valid with tls: true");
+        }
       }
+      return;
+    }
+    RedisTlsSpec& out = spec.tls.emplace();
+    if (const Entry* ca = Required(redis, node, block, "tls_ca_file")) {
+      out.ca_file = String(*ca, Join(block, "tls_ca_file")).value_or("");
+    }
+    const Entry* cert = Optional(redis, "tls_cert_file");
+    const Entry* key = Optional(redis, "tls_key_file");
+    if (cert) out.cert_file = String(*cert, Join(block, "tls_cert_file")).value_or("");
+    if (key) out.key_file = String(*key, Join(block, "tls_key_file")).value_or("");
+    if ((cert == nullptr) != (key == nullptr)) {
+      const Entry* given = cert != nullptr ? cert : key;
+      AddError(given->key.Mark(), Join(block, cert != nullptr ? "tls_cert_file" : "tls_key_file"),
+               "tls_cert_file and tls_key_file go together");
+    }
+    if (const Entry* name = Optional(redis, "tls_server_name")) {
+      out.server_name = String(*name, Join(block, "tls_server_name")).value_or("");
     }
   }
 

@@ -45,6 +45,16 @@ enum class ClusterKind { kPostgres, kPatroni, kRedis, kRedisLease, kK8sLease, kE
 
 /// A Redis replication group under Sentinel (the cluster's `redis:` block). Members are Redis
 /// servers (`address: host:port`); the sentinels keep the record of which one is master.
+/// TLS to the Redis servers and sentinels of a `redis:` block (`tls: true`): the peer's
+/// certificate must chain to `ca_file` and name `server_name` (by default the host of the
+/// address dialled: a DNS name, or an IP address in the certificate's IP SANs).
+struct RedisTlsSpec {
+  std::string ca_file;      ///< PEM CA bundle the servers' certificates must chain to
+  std::string cert_file;    ///< client certificate chain (PEM), empty for none
+  std::string key_file;     ///< the client certificate's private key (PEM), empty for none
+  std::string server_name;  ///< the name to send (SNI) and verify; empty: the address's host
+};
+
 struct RedisSpec {
   std::string master_name;             ///< the name the sentinels monitor the group under
   std::vector<std::string> sentinels;  ///< host:port of every sentinel, asked each round
@@ -57,6 +67,8 @@ struct RedisSpec {
   std::string sentinel_username;
   std::optional<std::string> sentinel_password_file;
   std::optional<std::string> sentinel_password_env;
+  /// Set when `tls: true`: members and sentinels are all dialled with TLS.
+  std::optional<RedisTlsSpec> tls;
 };
 
 /// An application lease kept as a Redis string key (`SET key token NX PX ttl`, renewed, released

@@ -207,14 +207,14 @@ std::unique_ptr<MemberProbe> PostgresMember(const ClusterSpec& spec, const Membe
 }
 
 std::unique_ptr<MemberProbe> RedisMember(const ClusterSpec& spec, const MemberSpec& member) {
-  return std::make_unique<RedisProbe>(member, spec.redis.username);
+  return std::make_unique<RedisProbe>(member, spec.redis.username, spec.redis.tls);
 }
 
 std::unique_ptr<LockStore> RedisSentinelStore(const ClusterSpec& spec) {
   return std::make_unique<SentinelStore>(
       spec.redis.sentinels, spec.redis.master_name, spec.members,
       SentinelAuth{spec.redis.sentinel_username, spec.redis.sentinel_password_file,
-                   spec.redis.sentinel_password_env});
+                   spec.redis.sentinel_password_env, spec.redis.tls});
 }
 
 std::string RedisSentinelRecord(const ClusterSpec& spec) {

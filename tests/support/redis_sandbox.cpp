@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "tests/support/process.h"
@@ -65,7 +66,7 @@ RedisSandbox::~RedisSandbox() {
 
 std::unique_ptr<RedisProcess> RedisSandbox::Spawn(const std::string& binary,
                                                   const std::string& name,
-                                                  const std::string& config_text) {
+                                                  const std::string& config_text, bool tls_only) {
   const std::string dir = root_.path() + "/" + name;
   mkdir(dir.c_str(), 0700);
   const int port = FreeLoopbackPort();
@@ -73,6 +74,7 @@ std::unique_ptr<RedisProcess> RedisSandbox::Spawn(const std::string& binary,
   std::ofstream(config) << "port " << port << "\nbind 127.0.0.1\ndir " << dir
                         << "\nsave \"\"\nappendonly no\n"
                         << config_text;
+  if (tls_only) std::ofstream(config, std::ios::app) << "port 0\ntls-port " << port << "\n";
   const pid_t pid = SpawnBackgroundProcess({binary, config}, dir + "/redis.log",
                                            BackgroundOptions{false, dir, false, true});
   auto process = std::make_unique<RedisProcess>(name, dir, port, pid);
@@ -80,6 +82,11 @@ std::unique_ptr<RedisProcess> RedisSandbox::Spawn(const std::string& binary,
   const auto ready = WaitUntilReady(
       pid,
       [&] {
+        if (tls_only) {
+          std::stringstream log;
+          log << std::ifstream(dir + "/redis.log").rdbuf();
+          return log.str().find("Ready to accept connections") != std::string::npos;
+        }
         return RunCommand({"redis-cli", "-p", std::to_string(port), "PING"}, false, seconds(2))
                    .output.find("PONG") != std::string::npos;
       },
@@ -104,6 +111,11 @@ RedisProcess& RedisSandbox::StartServer(const std::string& name, const RedisProc
     if (!linked) throw std::runtime_error(name + " never linked to " + master->name());
   }
   return server;
+}
+
+RedisProcess& RedisSandbox::StartTlsServer(const std::string& name, const std::string& tls_config) {
+  servers_.push_back(Spawn("redis-server", name, tls_config, true));
+  return *servers_.back();
 }
 
 void RedisSandbox::StartSentinels(const std::string& master_name, const RedisProcess& master,

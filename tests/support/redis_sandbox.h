@@ -58,6 +58,11 @@ class RedisSandbox {
   /// Starts redis-server; a replica of `master` when given. Waits until it answers PING
   /// (and, for a replica, until its link to the master is up). Throws on failure.
   RedisProcess& StartServer(const std::string& name, const RedisProcess* master = nullptr);
+  /// Starts a redis-server serving TLS only (`port 0`, `tls-port` on its port) with
+  /// `tls_config` (tls-cert-file, tls-key-file, tls-ca-cert-file, tls-auth-clients lines and
+  /// any other). Ready once its log says it accepts connections. Cli()/Role() do not work on
+  /// it (they speak plain TCP). Throws on failure.
+  RedisProcess& StartTlsServer(const std::string& name, const std::string& tls_config);
   /// Starts `count` sentinels monitoring `master` as `master_name` (quorum 2), with
   /// `down_after` and `failover_timeout`; waits until each sees the others and the replicas.
   void StartSentinels(const std::string& master_name, const RedisProcess& master, int count,
@@ -70,7 +75,7 @@ class RedisSandbox {
 
  private:
   std::unique_ptr<RedisProcess> Spawn(const std::string& binary, const std::string& name,
-                                      const std::string& config_text);
+                                      const std::string& config_text, bool tls_only = false);
 
   TempDir root_;
   std::vector<std::unique_ptr<RedisProcess>> servers_;

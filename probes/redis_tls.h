@@ -1,0 +1,59 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "detector/config/config.h"
+#include "probes/probe.h"
+
+struct ssl_st;
+struct ssl_ctx_st;
+struct redisReader;
+
+namespace sbd {
+
+struct RedisValue;
+
+/// One TLS connection to a Redis server or sentinel (OpenSSL over a non-blocking socket):
+/// the peer's certificate must chain to the configured CA and name the server; commands are
+/// formatted by hiredis (redisFormatCommandArgv) and replies parsed by its reader, under the
+/// same caps as the plain path (probes/redis_wire.h). Every wait is a poll() bounded by the
+/// call's deadline. Any failure closes the connection. RedisClient uses it when the block
+/// says `tls: true`. Not thread-safe; not copyable.
+class RedisTlsConnection {
+ public:
+  RedisTlsConnection(std::string address, RedisTlsSpec tls);
+  ~RedisTlsConnection();
+  RedisTlsConnection(const RedisTlsConnection&) = delete;
+  RedisTlsConnection& operator=(const RedisTlsConnection&) = delete;
+
+  /// Dials, handshakes and verifies the peer; nullopt on success (or when already connected).
+  std::optional<ProbeFailure> Connect(SteadyClock::time_point deadline);
+  /// Writes every command at once and reads one reply per command. Needs Connect().
+  std::variant<std::vector<RedisValue>, ProbeFailure> Pipeline(
+      const std::vector<std::vector<std::string>>& commands, SteadyClock::time_point deadline);
+  void Close();
+  bool connected() const { return ssl_ != nullptr; }
+
+ private:
+  std::optional<ProbeFailure> Dial(SteadyClock::time_point deadline);
+  std::optional<ProbeFailure> Handshake(SteadyClock::time_point deadline);
+  std::optional<ProbeFailure> WriteAll(const std::string& bytes, SteadyClock::time_point deadline);
+  std::variant<void*, ProbeFailure> ReadReply(SteadyClock::time_point deadline,
+                                              std::size_t* budget);
+  /// Waits until the socket is ready for what OpenSSL asked (`ssl_error` WANT_READ/WRITE).
+  std::optional<ProbeFailure> Wait(int ssl_error, SteadyClock::time_point deadline,
+                                   const char* doing);
+  ProbeFailure Failed(ProbeFailureReason reason, const std::string& what);
+
+  std::string address_;
+  RedisTlsSpec tls_;
+  int fd_ = -1;
+  ssl_ctx_st* ctx_ = nullptr;
+  ssl_st* ssl_ = nullptr;
+  redisReader* reader_ = nullptr;
+};
+
+}  // namespace sbd
