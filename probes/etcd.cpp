@@ -147,40 +147,49 @@ std::variant<DcsView, ProbeFailure> EtcdScopeProbe::ReadFrom(
   if (auto* failure = std::get_if<ProbeFailure>(&parsed)) return *failure;
   DcsView view = std::get<DcsView>(std::move(parsed));
   view.endpoint = endpoint;
-  if (!view.holder.empty() && view.lease_id != "0") {
-    // The lease is evidence, not the verdict: if this read fails the TTL stays unknown.
-    const nlohmann::json ask = {{"ID", view.lease_id}};
-    auto lease = FetchJson(endpoint, "/v3/lease/timetolive", ask.dump(), deadline);
-    if (auto* json = std::get_if<nlohmann::json>(&lease)) {
-      std::int64_t remaining = -1, granted = -1;
-      JsonFields fields(*json, "lease");
-      fields.DecimalInt64("TTL", &remaining).DecimalInt64("grantedTTL", &granted);
-      if (fields.error()) {
-        view.rejected.push_back(*fields.error());
-      } else {
-        view.lease_ttl_remaining = remaining;
-        view.lease_granted_ttl = granted;
-      }
-    }
-  }
+  if (!view.holder.empty() && view.lease_id != "0") ReadEtcdLease(endpoint, deadline, view);
   return view;
 }
 
 std::variant<DcsView, ProbeFailure> EtcdScopeProbe::Read(SteadyClock::time_point deadline) {
+  return ReadEtcdEndpoints(endpoints_, preferred_, deadline,
+                           [this](const std::string& endpoint, SteadyClock::time_point until) {
+                             return ReadFrom(endpoint, until);
+                           });
+}
+
+void ReadEtcdLease(const std::string& endpoint, SteadyClock::time_point deadline, DcsView& view) {
+  const nlohmann::json ask = {{"ID", view.lease_id}};
+  auto lease = FetchJson(endpoint, "/v3/lease/timetolive", ask.dump(), deadline);
+  auto* json = std::get_if<nlohmann::json>(&lease);
+  if (!json) return;
+  std::int64_t remaining = -1, granted = -1;
+  JsonFields fields(*json, "lease");
+  fields.DecimalInt64("TTL", &remaining).DecimalInt64("grantedTTL", &granted);
+  if (fields.error()) {
+    view.rejected.push_back(*fields.error());
+    return;
+  }
+  view.lease_ttl_remaining = remaining;
+  view.lease_granted_ttl = granted;
+}
+
+std::variant<DcsView, ProbeFailure> ReadEtcdEndpoints(
+    const std::vector<std::string>& endpoints, size_t& preferred, SteadyClock::time_point deadline,
+    const std::function<std::variant<DcsView, ProbeFailure>(const std::string&,
+                                                            SteadyClock::time_point)>& read) {
   ProbeFailure last{ProbeFailureReason::kConfig, "no etcd endpoints"};
-  for (size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
-    const size_t index = (preferred_ + attempt) % endpoints_.size();
-    // Each remaining endpoint gets an equal share of what is left, so one hung endpoint
-    // cannot use up the whole deadline.
+  for (size_t attempt = 0; attempt < endpoints.size(); ++attempt) {
+    const size_t index = (preferred + attempt) % endpoints.size();
     const auto share =
-        (deadline - SteadyClock::now()) / static_cast<int>(endpoints_.size() - attempt);
-    auto result = ReadFrom(endpoints_[index], SteadyClock::now() + share);
+        (deadline - SteadyClock::now()) / static_cast<int>(endpoints.size() - attempt);
+    auto result = read(endpoints[index], SteadyClock::now() + share);
     if (std::holds_alternative<DcsView>(result)) {
-      preferred_ = index;
+      preferred = index;
       return result;
     }
     last = std::get<ProbeFailure>(result);
-    last.message = UrlBase(endpoints_[index]) + ": " + last.message;
+    last.message = UrlBase(endpoints[index]) + ": " + last.message;
   }
   return last;
 }

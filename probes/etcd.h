@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <variant>
@@ -9,6 +10,19 @@
 #include "probes/probe.h"
 
 namespace sbd {
+
+/// Fills `view`'s lease fields from `/v3/lease/timetolive` of its `lease_id` on `endpoint`.
+/// The lease is evidence, not the verdict: a failed read leaves the time left unknown, and an
+/// answer of the wrong shape is said in `view.rejected`.
+void ReadEtcdLease(const std::string& endpoint, SteadyClock::time_point deadline, DcsView& view);
+
+/// Reads through `endpoints` in turn, from `preferred` (updated to the one that answered), each
+/// remaining endpoint given an equal share of what is left of `deadline`, so that one hung
+/// endpoint cannot use it all up. A failure names the endpoint that gave it (the last one).
+std::variant<DcsView, ProbeFailure> ReadEtcdEndpoints(
+    const std::vector<std::string>& endpoints, size_t& preferred, SteadyClock::time_point deadline,
+    const std::function<std::variant<DcsView, ProbeFailure>(const std::string&,
+                                                            SteadyClock::time_point)>& read);
 
 /// Reads one Patroni scope from etcd 3.4's v3 JSON gateway: a single prefix range over
 /// <namespace>/<scope>/ (leader, initialize, config, members/*), then the leader key's lease

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "detector/common/logfmt.h"
+#include "probes/etcd.h"
 #include "probes/exposition.h"
 #include "probes/http_json.h"
 #include "probes/json_fields.h"
@@ -170,41 +171,20 @@ std::variant<DcsView, ProbeFailure> EtcdElectionStore::ReadFrom(
   DcsView view = std::get<DcsView>(std::move(parsed));
   view.endpoint = endpoint;
   if (view.holder_token.empty() || view.lease_id == "0") return view;
-  // The lease is evidence, not the verdict: if this read fails the time left stays unknown.
-  const nlohmann::json ask = {{"ID", view.lease_id}};
-  auto lease = FetchJson(endpoint, "/v3/lease/timetolive", ask.dump(), deadline);
-  if (auto* json = std::get_if<nlohmann::json>(&lease)) {
-    std::int64_t remaining = -1, granted = -1;
-    JsonFields fields(*json, "lease");
-    fields.DecimalInt64("TTL", &remaining).DecimalInt64("grantedTTL", &granted);
-    if (fields.error()) {
-      view.rejected.push_back(*fields.error());
-    } else {
-      view.lease_ttl_remaining = remaining;
-      view.lease_granted_ttl = granted;
-    }
-  }
+  ReadEtcdLease(endpoint, deadline, view);
   return view;
 }
 
 std::variant<DcsView, ProbeFailure> EtcdElectionStore::Read(SteadyClock::time_point deadline) {
-  ProbeFailure last{ProbeFailureReason::kConfig, "no etcd endpoints"};
-  for (size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
-    const size_t index = (preferred_ + attempt) % endpoints_.size();
-    // An equal share of what is left for each endpoint still to try: one hung endpoint cannot
-    // use up the whole deadline.
-    const auto share =
-        (deadline - SteadyClock::now()) / static_cast<int>(endpoints_.size() - attempt);
-    auto result = ReadFrom(endpoints_[index], SteadyClock::now() + share);
-    if (DcsView* view = std::get_if<DcsView>(&result)) {
-      preferred_ = index;
-      if (witness_) ReadWitness(*view, deadline);
-      return result;
-    }
-    last = std::get<ProbeFailure>(result);
-    last.message = UrlBase(endpoints_[index]) + ": " + last.message;
+  auto result =
+      ReadEtcdEndpoints(endpoints_, preferred_, deadline,
+                        [this](const std::string& endpoint, SteadyClock::time_point until) {
+                          return ReadFrom(endpoint, until);
+                        });
+  if (DcsView* view = std::get_if<DcsView>(&result); view && witness_) {
+    ReadWitness(*view, deadline);
   }
-  return last;
+  return result;
 }
 
 void EtcdElectionStore::ReadWitness(DcsView& view, SteadyClock::time_point deadline) {
