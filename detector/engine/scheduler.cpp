@@ -384,6 +384,10 @@ struct Scheduler::MemberSlot {
   std::atomic<bool> busy{false};
   std::unique_ptr<ManagerProbe> rest;  // members with a manager only
   std::atomic<bool> rest_busy{false};
+  /// The manager's last answer was a timeout (loop thread only): a round does not wait for it
+  /// again until it answers in time, so a frozen manager (a paused Patroni) costs one round
+  /// `probe_timeout`, not every round. Its reading is still taken when it comes in time.
+  bool rest_timed_out = false;
 };
 
 /// A cluster's probes and state. Only its round (on the loop thread, one at a time) changes
@@ -506,6 +510,9 @@ constexpr const char* kNoAnswer = "no answer before the deadline";
 constexpr const char* kStillRunning = "previous probe still running";
 // What a call answers when it waited in the executor's queue until its deadline.
 constexpr const char* kNotStarted = "not started before the deadline: every probe thread was busy";
+// A manager reading the round did not wait for: the previous one timed out.
+constexpr const char* kNotAwaited =
+    "no answer when the round ended (not awaited: timed out before)";
 
 // Runs `task` on the loop thread and waits for it (at once when already there).
 void RunOnLoopAndWait(EventLoop& loop, const std::function<void()>& task) {
@@ -974,17 +981,22 @@ void Scheduler::ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& m
     }
     if (!slot.rest || confirmation) continue;
     c->want_claims[i] = true;
-    ++c->waiting;
+    const bool hold = !slot.rest_timed_out;
+    if (hold) ++c->waiting;
     const bool launched = Launch<PatroniResult>(
         shared, slot.rest_busy, deadline, [&slot, deadline] { return slot.rest->Read(deadline); },
         [](ProbeFailure f) { return PatroniResult(std::move(f)); },
-        [c, i](PatroniResult claim) {
+        [c, i, hold, member = shared](PatroniResult claim) {
+          const auto* failure = std::get_if<ProbeFailure>(&claim);
+          member->rest_timed_out = failure && failure->reason == ProbeFailureReason::kTimeout;
           c->claims[i] = std::move(claim);
-          c->Answered();
+          if (hold) c->Answered();
         });
     if (!launched) {
-      --c->waiting;
+      if (hold) --c->waiting;
       c->claims_missing[i] = kStillRunning;
+    } else if (!hold) {
+      c->claims_missing[i] = kNotAwaited;
     }
   }
   cluster.collect_timer->Arm(deadline + kCollectGrace, [c] { c->Finish(); });
