@@ -1,7 +1,7 @@
 // Lock-store watches on real servers: the etcd watch alone on etcd 3.4 (changes, a restart
 // counted and re-established), then end to end on a Patroni 3.0 cluster with the detector at
 // a 5 s probe interval: a switchover pages nobody, and a frozen leader's double primary pages
-// through Alertmanager (group_wait 0 s) within 2.5 s of the promotion, not at the next 5 s
+// through Alertmanager (group_wait 0 s) within 1 s of the promotion, not at the next 5 s
 // round. The Patroni scenarios share one environment and run in declaration order.
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -172,10 +172,11 @@ TEST_CASE("watch: a frozen leader's double primary pages well before the next 5 
   const auto page = env.Notifications("SplitBrain", "firing", start).front();
   const double onset_to_page = std::chrono::duration<double>(page.at - onset).count();
   std::cout << "watch, probe interval 5 s: onset to page " << onset_to_page << " s\n";
-  // Without the watch the page waits for the next round: up to 5 s. With it, the rounds after
-  // the key moved still each wait for the frozen Patroni's REST API until probe_timeout
-  // (800 ms), so on a loaded machine the page comes 0.9-1.8 s after the onset.
-  CHECK(onset_to_page < 2.5);
+  // Without the watch the page waits for the next round: up to 5 s. With it, the key change
+  // starts a round at once and follow-ups every 100 ms, none of which waits for the frozen
+  // Patroni's REST API once it has timed out: issue 13's goal, a page within 1 s of the onset
+  // at a 5 s probe interval (measured 0.04 s here, 0.5 s at most in the bench).
+  CHECK(onset_to_page < 1.0);
   env.cluster->ThawPatroni(old_leader);
 }
 
