@@ -190,12 +190,14 @@ bool VerdictPersisted(const ClusterSnapshot& c) {
          held >= interval * static_cast<int>(kWarningRounds - 1) - interval / 2;
 }
 
-std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alerting,
-                             const AlertLinks& links) {
-  std::vector<Alert> firing;
-  if (!c.has_round) return firing;
+namespace {
+
+// The double holder's alerts: SplitBrain (the page, for the whole incident), SplitBrainFenced
+// and FencingTokenRegressed. Returns whether it paged.
+bool AddSplitBrainAlerts(const ClusterSnapshot& c, const AlertingSpec& alerting,
+                         const AlertLinks& links, std::vector<Alert>& firing) {
   const Assessment& a = c.assessment;
-  const bool persisted = VerdictPersisted(c);
+  const size_t before = firing.size();
   // The page stays up for the whole incident, not only for the rounds that confirm it.
   const bool split_brain = a.verdict == Verdict::kSplitBrain && !a.split_brain_fenced;
   if (split_brain || c.split_brain_open) {
@@ -213,7 +215,7 @@ std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alert
     }
     firing.push_back(Make(c, alerting, links, "SplitBrain", "critical", summary, "split-brain.md"));
   }
-  const bool paged = !firing.empty();
+  const bool paged = firing.size() > before;
   if (!paged && a.verdict == Verdict::kSplitBrain && a.split_brain_fenced) {
     // The resource refuses every zombie's token: a double holder that can do no harm.
     firing.push_back(Make(c, alerting, links, "SplitBrainFenced", "warning",
@@ -231,6 +233,15 @@ std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alert
                           "The fence of " + c.spec.name + " is broken: " + what,
                           "fencing-token-regressed.md"));
   }
+  return paged;
+}
+
+// The warnings, none while the cluster pages: a suppressed split brain, a suspected one,
+// drift, a forked lineage, an unreadable lock store.
+void AddWarnings(const ClusterSnapshot& c, const AlertingSpec& alerting, const AlertLinks& links,
+                 bool paged, std::vector<Alert>& firing) {
+  const Assessment& a = c.assessment;
+  const bool persisted = VerdictPersisted(c);
   switch (paged ? Verdict::kHealthy : a.verdict) {
     case Verdict::kSuppressed:
       // A declaration keeps a confirmed split brain from paging, never from being seen.
@@ -283,6 +294,16 @@ std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alert
         "Cannot read the lock store of " + c.spec.name + "; PostgreSQL is still probed directly",
         "lock-store-unreadable.md"));
   }
+}
+
+}  // namespace
+
+std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alerting,
+                             const AlertLinks& links) {
+  std::vector<Alert> firing;
+  if (!c.has_round) return firing;
+  const bool paged = AddSplitBrainAlerts(c, alerting, links, firing);
+  AddWarnings(c, alerting, links, paged, firing);
   return firing;
 }
 
