@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <thread>
@@ -322,6 +323,26 @@ TEST_CASE("lineage forks: one lineage writable in two clusters or scopes", "[sup
                                  {}, kNow);
   REQUIRE(inside["orders"].size() == 1);
   CHECK(inside["orders"][0].with == std::vector<std::string>{"orders-standby"});
+  CHECK(inside["orders"][0].with_total == 1);
+}
+
+TEST_CASE("lineage forks: a fleet sharing one lineage names a few partners, counts the rest",
+          "[suppressors]") {
+  // Clusters cloned from one base backup share a system identifier: 2,000 of them writable
+  // at once are each forked with 1,999 others, named only by the first few.
+  std::vector<LineageSighting> sightings;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string name = "c" + std::to_string(i);
+    sightings.push_back({name, name, name, kLineage, name + "-1"});
+  }
+  auto forks = FindLineageForks(sightings, {}, kNow);
+  REQUIRE(forks.size() == 2000);
+  const LineageFork& fork = forks["c0"].at(0);
+  CHECK(fork.with_total == 1999);
+  CHECK(fork.with.size() == kMaxForkPartners);
+  CHECK(fork.with.front() == "c1");  // sorted; never the cluster itself
+  CHECK(std::find(fork.with.begin(), fork.with.end(), "c0") == fork.with.end());
+  CHECK(forks["c1999"].at(0).with.front() == "c0");
 }
 
 TEST_CASE("file_sd: JSON and YAML target files, errors with file, line and column",

@@ -281,7 +281,10 @@ void AddWarnings(const ClusterSnapshot& c, const AlertingSpec& alerting, const A
     for (const auto& f : c.forks) {
       if (f.declared_by) continue;
       where += (where.empty() ? "" : "; ") + std::string("lineage ") + f.lineage + " (" +
-               Join(f.members) + ") also writable in " + Join(f.with);
+               Join(f.members) + ") also writable in " + Join(f.with) +
+               (f.with_total > f.with.size()
+                    ? " and " + std::to_string(f.with_total - f.with.size()) + " more"
+                    : "");
     }
     firing.push_back(Make(
         c, alerting, links, "LineageForked", "warning",

@@ -471,15 +471,14 @@ MetricFamily SplitBrainIncidentFamily(const std::vector<ClusterSnapshot>& cluste
   return incident.Take();
 }
 
-// The "with" label of a lineage fork: the other owners, at most kMaxWith of them named.
-std::string ForkPartners(const std::vector<std::string>& with) {
-  // Bounded: one label value, not a list of every cluster of a shared lineage.
-  constexpr size_t kMaxWith = 5;
+// The "with" label of a lineage fork: the other owners named (at most kMaxForkPartners),
+// then how many more.
+std::string ForkPartners(const LineageFork& fork) {
   std::string out;
-  for (size_t i = 0; i < with.size() && i < kMaxWith; ++i) {
-    out += (out.empty() ? "" : ",") + with[i];
+  for (const auto& unit : fork.with) out += (out.empty() ? "" : ",") + unit;
+  if (fork.with_total > fork.with.size()) {
+    out += ",+" + std::to_string(fork.with_total - fork.with.size());
   }
-  if (with.size() > kMaxWith) out += ",+" + std::to_string(with.size() - kMaxWith);
   return out;
 }
 
@@ -522,9 +521,8 @@ std::vector<MetricFamily> SuppressionFamilies(const std::vector<ClusterSnapshot>
       }
     }
     for (const auto& f : c.forks) {
-      lineage_forked.Add(
-          {{"cluster", name}, {"lineage", f.lineage}, {"with", ForkPartners(f.with)}},
-          f.declared_by ? 0 : 1);
+      lineage_forked.Add({{"cluster", name}, {"lineage", f.lineage}, {"with", ForkPartners(f)}},
+                         f.declared_by ? 0 : 1);
       if (!f.declared_by) continue;
       suppression_expiry.Add({{"cluster", name},
                               {"suppressor", "provisioning"},

@@ -132,7 +132,10 @@ nlohmann::json SuppressionsJson(const std::vector<Suppression>& suppressions) {
 nlohmann::json LineageForksJson(const std::vector<LineageFork>& forks) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& f : forks) {
-    nlohmann::json fork = {{"lineage", f.lineage}, {"with", f.with}, {"members", f.members}};
+    nlohmann::json fork = {{"lineage", f.lineage},
+                           {"with", f.with},
+                           {"with_total", f.with_total},
+                           {"members", f.members}};
     if (f.declared_by) {
       fork["declared_by"] = f.declared_by->id;
       fork["reason"] = f.declared_by->reason;
@@ -539,6 +542,8 @@ void LineageForksText(const nlohmann::json& cluster, std::ostream& out) {
   for (const auto& f : cluster.value("lineage_forks", nlohmann::json::array())) {
     out << "  Lineage " << f["lineage"].get<std::string>() << " also writable in "
         << JsonText(f["with"]);
+    const size_t total = f.value("with_total", size_t{0});
+    if (total > f["with"].size()) out << " and " << total - f["with"].size() << " more";
     if (f.contains("declared_by")) {
       out << " (declared cutover " << f["declared_by"].get<std::string>() << ": "
           << f["reason"].get<std::string>() << ", until " << f["expires"].get<std::string>() << ")";

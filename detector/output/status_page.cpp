@@ -397,6 +397,15 @@ void ClusterDeclarations(const json& cluster, const json& status, WallClock::tim
 }
 
 // What else the cluster's evidence says that needs a human: forks, members never probed.
+// " and N more" when a fork names only the first of its other owners.
+std::string MoreForkPartners(const json& fork) {
+  const json& with = Field(fork, "with");
+  const size_t named = with.is_array() ? with.size() : 0;
+  const json& total = Field(fork, "with_total");
+  if (!total.is_number_unsigned() || total.get<size_t>() <= named) return "";
+  return " and " + std::to_string(total.get<size_t>() - named) + " more";
+}
+
 void ClusterNotes(const json& cluster, std::ostream& out) {
   if (Bool(cluster, "suppressed_split_brain")) {
     out << "<p class=\"alert crit\"><b>A confirmed split brain is suppressed</b> by a declared "
@@ -404,8 +413,8 @@ void ClusterNotes(const json& cluster, std::ostream& out) {
   }
   for (const auto& f : Array(cluster, "lineage_forks")) {
     out << "<p class=\"alert warn\">Lineage <code>" << Esc(f, "lineage")
-        << "</code> also writable in " << Esc(f, "with") << " (members "
-        << EscList(Field(f, "members")) << ")";
+        << "</code> also writable in " << EscList(Field(f, "with")) << MoreForkPartners(f)
+        << " (members " << EscList(Field(f, "members")) << ")";
     if (!Str(f, "declared_by").empty()) {
       out << "; declared by " << Esc(f, "declared_by") << ": " << Esc(f, "reason");
     }

@@ -37,7 +37,9 @@ std::map<std::string, std::vector<LineageFork>> FindLineageForks(
       fork.declared_by = declared_by;
       const std::string& home = seen.front()->home;
       for (const auto* s : seen) fork.members.push_back(s->member);
+      fork.with_total = l.units.size() - (l.units.count(home) ? 1 : 0);
       for (const auto& unit : l.units) {
+        if (fork.with.size() == kMaxForkPartners) break;
         if (unit != home) fork.with.push_back(unit);
       }
       out[cluster].push_back(std::move(fork));

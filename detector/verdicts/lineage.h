@@ -26,11 +26,18 @@ struct LineageSighting {
 
 struct LineageFork {
   std::string lineage;
-  std::vector<std::string> with;     ///< the other owners (scopes or clusters), sorted
+  /// The other owners (scopes or clusters), sorted: the first kMaxForkPartners of them. A
+  /// fleet cloned from one base backup shares one lineage across every cluster, and a list of
+  /// all of them per cluster would cost O(clusters^2) memory and time at every check.
+  std::vector<std::string> with;
+  size_t with_total = 0;             ///< how many other owners there are in all
   std::vector<std::string> members;  ///< this cluster's writable members of the lineage
   /// The cutover declaration that says this fork is planned, if any.
   std::optional<Declaration> declared_by;
 };
+
+/// At most this many of a fork's other owners are named (`LineageFork::with`).
+constexpr size_t kMaxForkPartners = 5;
 
 /// Pure: for each cluster, the forks its writable members are part of. A fork needs two or
 /// more owners of one lineage with writable members at once.
