@@ -731,3 +731,34 @@ TEST_CASE("config: alertmanager_silences reads alerting's Alertmanagers unless g
     CHECK(spec.timeout == Millis(1000));
   }
 }
+
+TEST_CASE("config: a kind's block on another kind, and an unknown kind, are reported in place",
+          "[config]") {
+  // Each kind reads its own block (detector/config/kinds/): another kind's block or key is an
+  // error at that key, and an unknown kind names every kind of the table, while the blocks of
+  // a cluster of unknown kind are still checked.
+  const std::string yaml =
+      "clusters:\n"
+      "  - name: a\n"
+      "    redis_lease: {address: 'r:6379', key: k}\n"
+      "    members: [{name: m, dsn: 'host=h'}]\n"
+      "  - name: b\n"
+      "    kind: redis\n"
+      "    redis: {master_name: mymaster, sentinels: ['s:26379']}\n"
+      "    k8s_lease: {kubeconfig: /k}\n"
+      "    scope: x\n"
+      "    members: [{name: r, address: 'r:6379'}]\n"
+      "  - name: c\n"
+      "    kind: zookeeper\n"
+      "    etcd_election: {endpoints: [nope], prefix: p}\n"
+      "    members: [{name: m, dsn: 'host=h'}]\n";
+  CHECK(ErrorLines(sbd::ParseConfig(yaml, "kinds.yml")) ==
+        std::vector<std::string>{
+            "kinds.yml:3:5: clusters[0].redis_lease: only valid for kind: redis_lease",
+            "kinds.yml:8:5: clusters[1].k8s_lease: only valid for kind: k8s_lease",
+            "kinds.yml:9:5: clusters[1].scope: only valid for kind: patroni",
+            "kinds.yml:12:11: clusters[2].kind: expected postgres, patroni, redis, redis_lease, "
+            "k8s_lease or etcd_election",
+            "kinds.yml:13:33: clusters[2].etcd_election.endpoints[0]: expected an http:// or "
+            "https:// URL"});
+}

@@ -20,6 +20,7 @@
 
 #include "detector/config/config_reader.h"
 #include "detector/config/file_sd.h"
+#include "detector/config/kinds/kinds.h"
 
 namespace sbd {
 namespace {
@@ -38,8 +39,6 @@ constexpr Millis kMinSilenceTimeout{100};
 constexpr Millis kMinIncidentRetention{60000};
 constexpr int kMaxIncidentEvents = 1000000;
 constexpr const char* kPatroniOnly = "only valid for kind: patroni";
-// Application leases: the longest key, pattern or identity accepted.
-constexpr size_t kMaxLeaseKeyBytes = 1024;
 // Labels the detector puts on every alert itself; external_labels may not override them.
 constexpr const char* kReservedLabels[] = {"alertname", "severity", "cluster", "scope"};
 
@@ -122,10 +121,6 @@ class ConfigParser : public ConfigReader {
   }
 
  private:
-  // A cluster's kind; nullopt when `kind` was invalid (already reported), in which case the
-  // checks that depend on the kind are skipped rather than piled on.
-  using Kind = std::optional<ClusterKind>;
-
   ConfigResult Finish() {
     if (!errors().empty()) {
       std::stable_sort(errors().begin(), errors().end(), [](const auto& a, const auto& b) {
@@ -173,89 +168,79 @@ class ConfigParser : public ConfigReader {
 
   ClusterSpec ParseCluster(const YAML::Node& node, const std::string& path, SeenNames& seen) {
     ClusterSpec cluster;
-    const std::optional<Fields> fields =
-        ReadMapping(node, path,
-                    {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier",
-                     "members", "scope", "namespace", "etcd", "discover", "discovery", "file_sd",
-                     "redis", "redis_lease", "k8s_lease", "etcd_election", "watch"});
+    const std::optional<Fields> fields = ReadMapping(node, path, ClusterKeys());
     if (!fields) return cluster;
     if (const Entry* name = Required(*fields, node, path, "name")) {
       cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
     }
-    const Kind kind = ParseKind(*fields, path);
-    cluster.kind = kind.value_or(ClusterKind::kPostgres);
+    ClusterContext context{node, path, *fields, ParseKind(*fields, path), false, {}};
+    cluster.kind = (context.kind ? *context.kind : Kinds().front()).id;
     ParseTimings(*fields, path, cluster);
-    // Patroni's own ttl lives in the DCS; without an explicit one the runtime follows it.
-    cluster.ttl_from_dcs = kind == ClusterKind::kPatroni && !Optional(*fields, "ttl");
     if (const Entry* watch = Optional(*fields, "watch")) {
       cluster.watch = Bool(*watch, Join(path, "watch")).value_or(true);
     }
     if (const Entry* id = Optional(*fields, "system_identifier")) {
       ParseSystemIdentifier(*id, Join(path, "system_identifier"), cluster);
     }
-    const std::optional<bool> discover = ParsePatroniSettings(*fields, node, path, kind, cluster);
-    if (const Entry* file_sd = Optional(*fields, "file_sd"); file_sd && ClaimsOnly(kind)) {
+    ParseKinds(context, cluster, false);
+    const KindConfig* kind = context.kind;
+    if (const Entry* file_sd = Optional(*fields, "file_sd"); file_sd && kind && kind->claims_only) {
       AddError(file_sd->key.Mark(), Join(path, "file_sd"),
-               "not supported for kind: " + KindName(kind) + " yet");
+               std::string("not supported for kind: ") + kind->name + " yet");
     } else if (file_sd) {
       ParseFileSd(*file_sd, Join(path, "file_sd"), kind, cluster);
     }
-    ParseRedisBlock(*fields, node, path, kind, cluster);
-    ParseRedisLeaseBlock(*fields, node, path, kind, cluster);
-    ParseK8sLeaseBlock(*fields, node, path, kind, cluster);
-    ParseEtcdElectionBlock(*fields, node, path, kind, cluster);
+    ParseKinds(context, cluster, true);
     // file_sd may supply every member: the check for an empty list waits for its targets.
-    ParseMembers(*fields, node, path, kind, discover, cluster);
+    ParseMembers(context, cluster);
     if (cluster.file_sd) ResolveFileSd(*fields, path, cluster);
-    if (kind == ClusterKind::kRedis) {
-      for (MemberSpec& member : cluster.members) {
-        member.password_file = cluster.redis.password_file;
-        member.password_env = cluster.redis.password_env;
-      }
-    }
     return cluster;
   }
 
-  // postgres (the default) or patroni.
-  Kind ParseKind(const Fields& fields, const std::string& path) {
+  // The keys every cluster may have, and each kind's own.
+  static const std::vector<std::string>& ClusterKeys() {
+    static const std::vector<std::string> keys = [] {
+      std::vector<std::string> out = {"name",           "kind",          "ttl",
+                                      "probe_interval", "probe_timeout", "system_identifier",
+                                      "members",        "file_sd",       "watch"};
+      for (const KindConfig& kind : Kinds()) {
+        if (kind.block) out.push_back(kind.block);
+        out.insert(out.end(), kind.keys.begin(), kind.keys.end());
+      }
+      return out;
+    }();
+    return keys;
+  }
+
+  // One of the kinds' names (postgres by default); nullptr when invalid (reported), in which
+  // case the checks that depend on the kind are skipped rather than piled on.
+  const KindConfig* ParseKind(const Fields& fields, const std::string& path) {
     const Entry* entry = Optional(fields, "kind");
-    if (!entry) return ClusterKind::kPostgres;
-    const std::string text = entry->value.IsScalar() ? entry->value.Scalar() : "";
-    if (text == "postgres") return ClusterKind::kPostgres;
-    if (text == "patroni") return ClusterKind::kPatroni;
-    if (text == "redis") return ClusterKind::kRedis;
-    if (text == "redis_lease") return ClusterKind::kRedisLease;
-    if (text == "k8s_lease") return ClusterKind::kK8sLease;
-    if (text == "etcd_election") return ClusterKind::kEtcdElection;
-    AddError(entry->Mark(), Join(path, "kind"),
-             "expected postgres, patroni, redis, redis_lease, k8s_lease or etcd_election");
-    return std::nullopt;
+    if (!entry) return &Kinds().front();
+    const KindConfig* kind = FindKind(entry->value.IsScalar() ? entry->value.Scalar() : "");
+    if (!kind) AddError(entry->Mark(), Join(path, "kind"), "expected " + KindNames());
+    return kind;
   }
 
-  // Kinds whose members are Redis servers or claim endpoints, never found by discovery.
-  static bool ClaimsOnly(Kind kind) {
-    return kind == ClusterKind::kRedis || kind == ClusterKind::kRedisLease ||
-           kind == ClusterKind::kK8sLease || kind == ClusterKind::kEtcdElection;
-  }
-
-  static std::string KindName(Kind kind) {
-    if (kind == ClusterKind::kRedis) return "redis";
-    if (kind == ClusterKind::kRedisLease) return "redis_lease";
-    if (kind == ClusterKind::kK8sLease) return "k8s_lease";
-    if (kind == ClusterKind::kEtcdElection) return "etcd_election";
-    return "patroni";
-  }
-
-  // A key that only a patroni cluster may have: on a postgres cluster it is reported (at the
-  // key) and ignored. With an invalid kind the value is still checked.
-  const Entry* PatroniOnly(const Fields& fields, const std::string& path, const std::string& key,
-                           Kind kind) {
-    const Entry* entry = Optional(fields, key);
-    if (entry && kind.has_value() && *kind != ClusterKind::kPatroni) {
-      AddError(entry->key.Mark(), Join(path, key), kPatroniOnly);
-      return nullptr;
+  // Each kind's keys (`blocks` false: Patroni's) or blocks (true), read by the cluster's kind,
+  // or by every kind when `kind` was invalid. A key of another kind is reported (at the key)
+  // and ignored.
+  void ParseKinds(ClusterContext& context, ClusterSpec& cluster, bool blocks) {
+    for (const KindConfig& kind : Kinds()) {
+      if ((kind.block != nullptr) != blocks) continue;
+      if (!context.kind || context.kind == &kind) {
+        if (kind.parse) kind.parse(*this, context, cluster);
+        continue;
+      }
+      std::vector<std::string> keys = kind.keys;
+      if (kind.block) keys.insert(keys.begin(), kind.block);
+      for (const std::string& key : keys) {
+        if (const Entry* entry = Optional(context.fields, key)) {
+          AddError(entry->key.Mark(), Join(context.path, key),
+                   std::string("only valid for kind: ") + kind.name);
+        }
+      }
     }
-    return entry;
   }
 
   void ParseTimings(const Fields& fields, const std::string& path, ClusterSpec& cluster) {
@@ -295,114 +280,36 @@ class ConfigParser : public ConfigReader {
     cluster.system_identifier = std::to_string(id);
   }
 
-  // ---- Patroni: scope, namespace, etcd, discover and discovery.
-
-  // Returns whether members are discovered: nullopt when `discover` was invalid (reported).
-  std::optional<bool> ParsePatroniSettings(const Fields& fields, const YAML::Node& node,
-                                           const std::string& path, Kind kind,
-                                           ClusterSpec& cluster) {
-    if (kind == ClusterKind::kPatroni || !kind) cluster.scope = cluster.name;
-    if (const Entry* scope = PatroniOnly(fields, path, "scope", kind)) {
-      cluster.scope = ValidName(*scope, Join(path, "scope")).value_or("");
-    }
-    if (const Entry* ns = PatroniOnly(fields, path, "namespace", kind)) {
-      ParseNamespace(*ns, Join(path, "namespace"), cluster);
-    }
-    if (const Entry* etcd = PatroniOnly(fields, path, "etcd", kind)) {
-      ParseEtcd(*etcd, Join(path, "etcd"), cluster);
-    } else if (kind == ClusterKind::kPatroni) {
-      AddError(node.Mark(), Join(path, "etcd"), "required");
-    }
-    std::optional<bool> discover = false;
-    if (const Entry* entry = PatroniOnly(fields, path, "discover", kind)) {
-      discover = Bool(*entry, Join(path, "discover"));
-      cluster.discovery.enabled = discover.value_or(false);
-    }
-    if (const Entry* discovery = PatroniOnly(fields, path, "discovery", kind)) {
-      ParseDiscovery(*discovery, Join(path, "discovery"), cluster.discovery);
-    }
-    return discover;
-  }
-
-  void ParseNamespace(const Entry& entry, const std::string& path, ClusterSpec& cluster) {
-    const std::optional<std::string> text = String(entry, path);
-    if (!text) return;
-    if (!StartsWith(*text, "/")) {
-      AddError(entry.Mark(), path, "expected a path starting with '/'");
-      return;
-    }
-    // Patroni itself treats "/service" and "/service/" alike.
-    cluster.dcs_namespace = TrimTrailingSlashes(*text);
-  }
-
-  void ParseEtcd(const Entry& entry, const std::string& path, ClusterSpec& cluster) {
-    const std::optional<Fields> fields = ReadMapping(entry, path, {"endpoints"});
-    if (!fields) return;
-    const Entry* endpoints = Required(*fields, entry.value, path, "endpoints");
-    if (endpoints) cluster.etcd_endpoints = EtcdEndpoints(*endpoints, Join(path, "endpoints"));
-  }
-
-  // A non-empty list of etcd v3 JSON gateway URLs.
-  std::vector<std::string> EtcdEndpoints(const Entry& endpoints, const std::string& path) {
-    std::vector<std::string> urls;
-    if (!NonEmptySequence(endpoints, path, "endpoint")) return urls;
-    for (size_t i = 0; i < endpoints.value.size(); ++i) {
-      const std::optional<std::string> url =
-          HttpUrl(Item(endpoints.value[i]), Index(path, i), true);
-      if (url) urls.push_back(*url);
-    }
-    return urls;
-  }
-
-  // Settings for members found in the DCS: their host and port come from there, so the dsn may
-  // not set them, and the password must come from a file or the environment.
-  void ParseDiscovery(const Entry& entry, const std::string& path, DiscoverySpec& discovery) {
-    const std::optional<Fields> fields = ReadMapping(
-        entry, path, {"dsn", "password_file", "password_env", "max_members", "expire_after"});
-    if (!fields) return;
-    PasswordSources(*fields, path, discovery.password_file, discovery.password_env);
-    if (const Entry* max = Optional(*fields, "max_members")) {
-      discovery.max_members =
-          Count(*max, Join(path, "max_members"), 1, 1000).value_or(discovery.max_members);
-    }
-    const Timing expire = Duration(*fields, path, "expire_after", Millis(1000));
-    if (expire.ok && expire.given) discovery.expire_after = *expire.given;
-    discovery.dsn = HostlessDsn(Optional(*fields, "dsn"), Join(path, "dsn"),
-                                "discovered members take host and port from the DCS");
-  }
-
   // ---- Members.
 
-  void ParseMembers(const Fields& fields, const YAML::Node& node, const std::string& path,
-                    Kind kind, std::optional<bool> discover, ClusterSpec& cluster) {
-    const Entry* members = Optional(fields, "members");
-    const std::string members_path = Join(path, "members");
+  void ParseMembers(const ClusterContext& context, ClusterSpec& cluster) {
+    const Entry* members = Optional(context.fields, "members");
+    const std::string members_path = Join(context.path, "members");
     if (!members || (members->value.IsSequence() && members->value.size() == 0)) {
-      // An invalid discover (reported) waives the check rather than guessing; file_sd may
-      // supply every member (checked once its targets are read).
-      if (kind != ClusterKind::kPostgres && !ClaimsOnly(kind) && discover.value_or(true)) {
-        return;
-      }
-      if (cluster.file_sd) return;
-      const YAML::Mark mark = members ? members->Mark() : node.Mark();
-      if (kind == ClusterKind::kPatroni) {
-        AddError(mark, members_path, "must list at least one member or set discover: true");
+      // file_sd may supply every member (checked once its targets are read).
+      if (context.members_optional || cluster.file_sd) return;
+      const YAML::Mark mark = members ? members->Mark() : context.node.Mark();
+      if (!context.no_members_error.empty()) {
+        AddError(mark, members_path, context.no_members_error);
       } else {
         AddError(mark, members_path, members ? "must list at least one member" : "required");
       }
       return;
     }
     if (!Sequence(*members, members_path)) return;
+    // With an invalid kind, members are read as the default kind's.
+    const KindConfig& kind = context.kind ? *context.kind : Kinds().front();
     SeenNames seen_members;
     for (size_t i = 0; i < members->value.size(); ++i) {
-      cluster.members.push_back(
-          ParseMember(members->value[i], Index(members_path, i), seen_members, kind));
+      cluster.members.push_back(kind.parse_member(*this, context, cluster, members->value[i],
+                                                  Index(members_path, i), seen_members));
     }
   }
 
   // ---- Prometheus file_sd inventory.
 
-  void ParseFileSd(const Entry& entry, const std::string& path, Kind kind, ClusterSpec& cluster) {
+  void ParseFileSd(const Entry& entry, const std::string& path, const KindConfig* kind,
+                   ClusterSpec& cluster) {
     const std::optional<Fields> fields =
         ReadMapping(entry, path,
                     {"files", "group_by", "group", "name_label", "port", "patroni_url_label", "dsn",
@@ -449,7 +356,11 @@ class ConfigParser : public ConfigReader {
         spec.port = text;
       }
     }
-    if (PatroniOnly(*fields, path, "patroni_url_label", kind)) {
+    // Only a kind whose members have a REST API; with an invalid kind the value is still checked.
+    const Entry* url_label = Optional(*fields, "patroni_url_label");
+    if (url_label && kind && !kind->patroni_urls) {
+      AddError(url_label->key.Mark(), Join(path, "patroni_url_label"), kPatroniOnly);
+    } else {
       spec.patroni_url_label = label("patroni_url_label", false);
     }
     PasswordSources(*fields, path, spec.password_file, spec.password_env);
@@ -512,406 +423,6 @@ class ConfigParser : public ConfigReader {
           fields.at("file_sd").Mark(), Join(path, "file_sd"),
           "no target has " + spec.group_by + "=\"" + spec.group + "\" and no member is listed");
     }
-  }
-
-  // ---- Redis: the Sentinel group, the login, and members by address.
-
-  void ParseRedisBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
-                       Kind kind, ClusterSpec& cluster) {
-    const Entry* entry = Optional(fields, "redis");
-    if (entry && kind.has_value() && *kind != ClusterKind::kRedis) {
-      AddError(entry->key.Mark(), Join(path, "redis"), "only valid for kind: redis");
-      return;
-    }
-    if (!entry) {
-      if (kind == ClusterKind::kRedis) AddError(node.Mark(), Join(path, "redis"), "required");
-      return;
-    }
-    const std::string block = Join(path, "redis");
-    const std::optional<Fields> redis =
-        ReadMapping(*entry, block,
-                    {"master_name", "sentinels", "username", "password_file", "password_env",
-                     "sentinel_username", "sentinel_password_file", "sentinel_password_env", "tls",
-                     "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name"});
-    if (!redis) return;
-    RedisSpec& spec = cluster.redis;
-    if (const Entry* name = Required(*redis, entry->value, block, "master_name")) {
-      spec.master_name = ValidName(*name, Join(block, "master_name")).value_or("");
-    }
-    const Entry* sentinels = Required(*redis, entry->value, block, "sentinels");
-    const std::string list = Join(block, "sentinels");
-    if (sentinels && NonEmptySequence(*sentinels, list, "sentinel")) {
-      for (size_t i = 0; i < sentinels->value.size(); ++i) {
-        spec.sentinels.push_back(
-            RedisAddress(Item(sentinels->value[i]), Index(list, i)).value_or(""));
-      }
-    }
-    if (const Entry* user = Optional(*redis, "username")) {
-      spec.username = ValidName(*user, Join(block, "username")).value_or("");
-    }
-    PasswordSources(*redis, block, spec.password_file, spec.password_env);
-    if (const Entry* user = Optional(*redis, "sentinel_username")) {
-      spec.sentinel_username = ValidName(*user, Join(block, "sentinel_username")).value_or("");
-    }
-    PasswordSources(*redis, block, spec.sentinel_password_file, spec.sentinel_password_env,
-                    "sentinel_");
-    ParseRedisTls(*redis, entry->value, block, spec);
-  }
-
-  // `tls: true` with its CA file, an optional client certificate and key, and a server name;
-  // the tls_* keys without `tls: true` would be silently unused, so they are errors.
-  void ParseRedisTls(const Fields& redis, const YAML::Node& node, const std::string& block,
-                     RedisSpec& spec) {
-    const Entry* tls = Optional(redis, "tls");
-    const bool on = tls != nullptr && Bool(*tls, Join(block, "tls")).value_or(false);
-    const char* const keys[] = {"tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name"};
-    if (!on) {
-      for (const char* key : keys) {
-        if (const Entry* unused = Optional(redis, key)) {
-          AddError(unused->key.Mark(), Join(block, key), "only valid with tls: true");
-        }
-      }
-      return;
-    }
-    RedisTlsSpec& out = spec.tls.emplace();
-    if (const Entry* ca = Required(redis, node, block, "tls_ca_file")) {
-      out.ca_file = String(*ca, Join(block, "tls_ca_file")).value_or("");
-    }
-    const Entry* cert = Optional(redis, "tls_cert_file");
-    const Entry* key = Optional(redis, "tls_key_file");
-    if (cert) out.cert_file = String(*cert, Join(block, "tls_cert_file")).value_or("");
-    if (key) out.key_file = String(*key, Join(block, "tls_key_file")).value_or("");
-    if ((cert == nullptr) != (key == nullptr)) {
-      const Entry* given = cert != nullptr ? cert : key;
-      AddError(given->key.Mark(), Join(block, cert != nullptr ? "tls_cert_file" : "tls_key_file"),
-               "tls_cert_file and tls_key_file go together");
-    }
-    if (const Entry* name = Optional(redis, "tls_server_name")) {
-      out.server_name = String(*name, Join(block, "tls_server_name")).value_or("");
-    }
-  }
-
-  // host:port of a Redis server or sentinel, with a port in 1-65535.
-  std::optional<std::string> RedisAddress(const Entry& entry, const std::string& path) {
-    const std::optional<std::string> text = String(entry, path);
-    if (!text) return std::nullopt;
-    const HostPort at = SplitHostPort(*text, "");
-    const bool digits = !at.port.empty() && at.port.size() <= 5 &&
-                        std::all_of(at.port.begin(), at.port.end(), IsDigit);
-    const long port = digits ? std::stol(at.port) : 0;
-    if (at.host.empty() || port < 1 || port > 65535 ||
-        at.host.find_first_of(" \t\r\n/") != std::string::npos) {
-      AddError(entry.Mark(), path, "expected host:port");
-      return std::nullopt;
-    }
-    return *text;
-  }
-
-  MemberSpec ParseRedisMember(const YAML::Node& node, const std::string& path, SeenNames& seen) {
-    MemberSpec member;
-    const std::optional<Fields> fields = ReadMapping(node, path, {"name", "address"});
-    if (!fields) return member;
-    if (const Entry* name = Required(*fields, node, path, "name")) {
-      member.name = Name(*name, Join(path, "name"), seen, "member").value_or("");
-    }
-    if (const Entry* address = Required(*fields, node, path, "address")) {
-      member.address = RedisAddress(*address, Join(path, "address")).value_or("");
-    }
-    return member;
-  }
-
-  // ---- Application leases: the key, the login, the claim query, candidates by metrics URL.
-
-  void ParseRedisLeaseBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
-                            Kind kind, ClusterSpec& cluster) {
-    const Entry* entry = Optional(fields, "redis_lease");
-    if (entry && kind.has_value() && *kind != ClusterKind::kRedisLease) {
-      AddError(entry->key.Mark(), Join(path, "redis_lease"), "only valid for kind: redis_lease");
-      return;
-    }
-    if (!entry) {
-      if (kind == ClusterKind::kRedisLease) {
-        AddError(node.Mark(), Join(path, "redis_lease"), "required");
-      }
-      return;
-    }
-    const std::string block = Join(path, "redis_lease");
-    const std::optional<Fields> lease =
-        ReadMapping(*entry, block,
-                    {"address", "username", "password_file", "password_env", "key", "pattern",
-                     "max_keys", "max_scan_iterations", "claim"});
-    if (!lease) return;
-    RedisLeaseSpec& spec = cluster.redis_lease;
-    spec.lock = cluster.name;
-    if (const Entry* address = Required(*lease, entry->value, block, "address")) {
-      spec.address = RedisAddress(*address, Join(block, "address")).value_or("");
-    }
-    if (const Entry* user = Optional(*lease, "username")) {
-      spec.username = ValidName(*user, Join(block, "username")).value_or("");
-    }
-    PasswordSources(*lease, block, spec.password_file, spec.password_env);
-    ParseLeaseKeys(*lease, *entry, block, spec);
-    if (const Entry* claim = Optional(*lease, "claim")) {
-      ParseClaimQuery(*claim, Join(block, "claim"), spec);
-    }
-  }
-
-  // key or pattern (exactly one), and the SCAN caps, which only a pattern uses.
-  void ParseLeaseKeys(const Fields& lease, const Entry& entry, const std::string& block,
-                      RedisLeaseSpec& spec) {
-    const Entry* key = Optional(lease, "key");
-    const Entry* pattern = Optional(lease, "pattern");
-    if (key && pattern) {
-      AddError(pattern->key.Mark(), Join(block, "pattern"),
-               "only one of key and pattern may be set");
-    } else if (!key && !pattern) {
-      AddError(entry.Mark(), Join(block, "key"), "required (or pattern)");
-    }
-    auto text = [&](const Entry* e, const char* name) {
-      const std::string at = Join(block, name);
-      std::optional<std::string> value = String(*e, at);
-      if (value && (value->empty() || value->size() > kMaxLeaseKeyBytes)) {
-        AddError(e->Mark(), at, "expected 1 to " + std::to_string(kMaxLeaseKeyBytes) + " bytes");
-        return std::string();
-      }
-      return value.value_or("");
-    };
-    if (key) spec.key = text(key, "key");
-    if (pattern) spec.pattern = text(pattern, "pattern");
-    for (const char* cap : {"max_keys", "max_scan_iterations"}) {
-      const Entry* e = Optional(lease, cap);
-      if (!e) continue;
-      if (!pattern) {
-        AddError(e->key.Mark(), Join(block, cap), "only valid with pattern");
-        continue;
-      }
-      const auto n = Count(*e, Join(block, cap), 1, 100000);
-      int& field = std::string(cap) == "max_keys" ? spec.max_keys : spec.max_scan_iterations;
-      field = n.value_or(field);
-    }
-  }
-
-  // The claim's metric, the label naming the lock and its value, and the token's label.
-  // Also the resource witness's query (`witness`): its url instead of a token label.
-  template <typename Spec>
-  std::optional<Fields> ParseClaimQuery(const Entry& entry, const std::string& path, Spec& spec,
-                                        bool witness = false) {
-    const std::optional<Fields> claim =
-        witness ? ReadMapping(entry, path, {"url", "metric", "lock_label", "lock"})
-                : ReadMapping(entry, path, {"metric", "lock_label", "lock", "token_label"});
-    if (!claim) return claim;
-    auto label = [&](const char* key, bool metric, std::string& field) {
-      const Entry* e = Optional(*claim, key);
-      if (!e) return;
-      const std::optional<std::string> value = String(*e, Join(path, key));
-      if (!value) return;
-      if (!IsPrometheusName(*value, metric)) {
-        AddError(e->Mark(), Join(path, key),
-                 metric ? "expected a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"
-                        : "expected a label name ([a-zA-Z_][a-zA-Z0-9_]*)");
-        return;
-      }
-      field = *value;
-    };
-    label("metric", true, spec.claim_metric);
-    label("lock_label", false, spec.lock_label);
-    label("token_label", false, spec.token_label);
-    if (!spec.token_label.empty() && spec.token_label == spec.lock_label) {
-      AddError(claim->at("token_label").Mark(), Join(path, "token_label"),
-               "must differ from lock_label");
-    }
-    if (const Entry* lock = Optional(*claim, "lock")) {
-      const std::optional<std::string> value = String(*lock, Join(path, "lock"));
-      if (value && value->empty()) AddError(lock->Mark(), Join(path, "lock"), "must not be empty");
-      if (value && !value->empty()) spec.lock = *value;
-    }
-    return claim;
-  }
-
-  // ---- etcd elections and locks: the gateway, the prefix, the claim query.
-
-  void ParseEtcdElectionBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
-                              Kind kind, ClusterSpec& cluster) {
-    const std::string block = Join(path, "etcd_election");
-    const Entry* entry = Optional(fields, "etcd_election");
-    if (entry && kind.has_value() && *kind != ClusterKind::kEtcdElection) {
-      AddError(entry->key.Mark(), block, "only valid for kind: etcd_election");
-      return;
-    }
-    if (!entry) {
-      if (kind == ClusterKind::kEtcdElection) AddError(node.Mark(), block, "required");
-      return;
-    }
-    const std::optional<Fields> election =
-        ReadMapping(*entry, block, {"endpoints", "prefix", "claim", "resource_witness"});
-    if (!election) return;
-    EtcdElectionSpec& spec = cluster.etcd_election;
-    spec.lock = cluster.name;
-    if (const Entry* endpoints = Required(*election, entry->value, block, "endpoints")) {
-      spec.endpoints = EtcdEndpoints(*endpoints, Join(block, "endpoints"));
-    }
-    if (const Entry* prefix = Required(*election, entry->value, block, "prefix")) {
-      const std::string at = Join(block, "prefix");
-      const std::optional<std::string> value = String(*prefix, at);
-      if (value && (value->empty() || value->size() > kMaxLeaseKeyBytes)) {
-        AddError(prefix->Mark(), at,
-                 "expected 1 to " + std::to_string(kMaxLeaseKeyBytes) + " bytes");
-      } else if (value) {
-        spec.prefix = *value;
-      }
-    }
-    if (const Entry* claim = Optional(*election, "claim")) {
-      ParseClaimQuery(*claim, Join(block, "claim"), spec);
-    }
-    if (const Entry* witness = Optional(*election, "resource_witness")) {
-      ParseResourceWitness(*witness, Join(block, "resource_witness"), spec);
-    }
-  }
-
-  // The resource's own report of the highest token it accepted: a metric, as the claims are,
-  // under the same rules (metric and label names, a non-empty lock).
-  void ParseResourceWitness(const Entry& entry, const std::string& path, EtcdElectionSpec& spec) {
-    EtcdElectionSpec names;
-    ResourceWitnessSpec witness;
-    names.claim_metric = witness.metric;
-    names.lock = spec.lock;
-    const std::optional<Fields> fields = ParseClaimQuery(entry, path, names, true);
-    if (!fields) return;
-    if (const Entry* url = Required(*fields, entry.value, path, "url")) {
-      witness.url = HttpUrl(*url, Join(path, "url"), false).value_or("");
-    }
-    witness.metric = names.claim_metric;
-    witness.lock_label = names.lock_label;
-    witness.lock = names.lock;
-    spec.resource_witness = std::move(witness);
-  }
-
-  // ---- Kubernetes Leases: the API server and its credentials, the Lease, the claim query.
-
-  void ParseK8sLeaseBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
-                          Kind kind, ClusterSpec& cluster) {
-    const Entry* entry = Optional(fields, "k8s_lease");
-    if (entry && kind.has_value() && *kind != ClusterKind::kK8sLease) {
-      AddError(entry->key.Mark(), Join(path, "k8s_lease"), "only valid for kind: k8s_lease");
-      return;
-    }
-    if (!entry) {
-      if (kind == ClusterKind::kK8sLease)
-        AddError(node.Mark(), Join(path, "k8s_lease"), "required");
-      return;
-    }
-    const std::string block = Join(path, "k8s_lease");
-    const std::optional<Fields> lease = ReadMapping(
-        *entry, block,
-        {"api_server", "namespace", "lease", "token_file", "ca_file", "kubeconfig", "claim"});
-    if (!lease) return;
-    K8sLeaseSpec& spec = cluster.k8s_lease;
-    spec.lease = cluster.name;
-    ParseK8sLeaseSource(*lease, *entry, block, spec);
-    for (const char* key : {"namespace", "lease"}) {
-      const Entry* e = Optional(*lease, key);
-      if (!e) continue;
-      const std::optional<std::string> value = ValidName(*e, Join(block, key));
-      if (value) (std::string(key) == "lease" ? spec.lease : spec.lease_namespace) = *value;
-    }
-    spec.lock = spec.lease;
-    if (const Entry* claim = Optional(*lease, "claim")) {
-      ParseClaimQuery(*claim, Join(block, "claim"), spec);
-    }
-  }
-
-  // api_server (with token_file and ca_file, a service account's by default) or kubeconfig.
-  void ParseK8sLeaseSource(const Fields& lease, const Entry& entry, const std::string& block,
-                           K8sLeaseSpec& spec) {
-    const Entry* server = Optional(lease, "api_server");
-    const Entry* kubeconfig = Optional(lease, "kubeconfig");
-    if (server && kubeconfig) {
-      AddError(kubeconfig->key.Mark(), Join(block, "kubeconfig"),
-               "only one of api_server and kubeconfig may be set");
-    } else if (!server && !kubeconfig) {
-      AddError(entry.Mark(), Join(block, "api_server"), "required (or kubeconfig)");
-    }
-    if (server) {
-      spec.api_server = HttpUrl(*server, Join(block, "api_server"), true).value_or("");
-      if (!spec.api_server.empty() && !StartsWith(spec.api_server, "https://")) {
-        AddError(server->Mark(), Join(block, "api_server"), "expected an https:// URL");
-      }
-      spec.token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
-      spec.ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
-    }
-    for (const char* key : {"token_file", "ca_file", "kubeconfig"}) {
-      const Entry* e = Optional(lease, key);
-      if (!e) continue;
-      if (kubeconfig && std::string(key) != "kubeconfig") {
-        AddError(e->key.Mark(), Join(block, key), "not valid with kubeconfig (it names its own)");
-        continue;
-      }
-      const std::optional<std::string> value = String(*e, Join(block, key));
-      if (value && value->empty()) AddError(e->Mark(), Join(block, key), "expected a path");
-      if (!value || value->empty()) continue;
-      const std::string name = key;
-      (name == "token_file" ? spec.token_file
-       : name == "ca_file"  ? spec.ca_file
-                            : spec.kubeconfig) = *value;
-    }
-  }
-
-  MemberSpec ParseLeaseMember(const YAML::Node& node, const std::string& path, SeenNames& seen) {
-    MemberSpec member;
-    const std::optional<Fields> fields =
-        ReadMapping(node, path, {"name", "metrics_url", "identity"});
-    if (!fields) return member;
-    if (const Entry* name = Required(*fields, node, path, "name")) {
-      member.name = Name(*name, Join(path, "name"), seen, "member").value_or("");
-    }
-    if (const Entry* url = Required(*fields, node, path, "metrics_url")) {
-      member.claim_url = HttpUrl(*url, Join(path, "metrics_url"), false).value_or("");
-      member.address = member.claim_url;
-    }
-    if (const Entry* identity = Optional(*fields, "identity")) {
-      const std::optional<std::string> value = String(*identity, Join(path, "identity"));
-      if (value && (value->empty() || value->size() > kMaxLeaseKeyBytes)) {
-        AddError(identity->Mark(), Join(path, "identity"),
-                 "expected 1 to " + std::to_string(kMaxLeaseKeyBytes) + " bytes");
-      } else if (value) {
-        member.lease_identity = *value;
-      }
-    }
-    return member;
-  }
-
-  MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen,
-                         Kind kind) {
-    if (kind == ClusterKind::kRedis) return ParseRedisMember(node, path, seen);
-    if (kind == ClusterKind::kRedisLease || kind == ClusterKind::kK8sLease ||
-        kind == ClusterKind::kEtcdElection) {
-      return ParseLeaseMember(node, path, seen);
-    }
-    MemberSpec member;
-    const std::optional<Fields> fields =
-        ReadMapping(node, path, {"name", "dsn", "password_file", "password_env", "patroni_url"});
-    if (!fields) return member;
-    if (const Entry* name = Required(*fields, node, path, "name")) {
-      member.name = Name(*name, Join(path, "name"), seen, "member").value_or("");
-    }
-    if (const Entry* url = PatroniOnly(*fields, path, "patroni_url", kind)) {
-      member.patroni_url = HttpUrl(*url, Join(path, "patroni_url"), true).value_or("");
-    }
-    PasswordSources(*fields, path, member.password_file, member.password_env);
-    const Entry* dsn = Required(*fields, node, path, "dsn");
-    std::optional<ParsedDsn> parsed = dsn ? Dsn(*dsn, Join(path, "dsn")) : std::nullopt;
-    if (!parsed) return member;
-    member.dsn = std::move(parsed->dsn);
-    member.address = std::move(parsed->address);
-    member.inline_password = std::move(parsed->password);
-    for (const char* key : {"password_file", "password_env"}) {
-      const Entry* source = Optional(*fields, key);
-      if (member.inline_password && source) {
-        AddError(source->Mark(), Join(path, key),
-                 std::string("password given both inline in dsn and in ") + key);
-      }
-    }
-    return member;
   }
 
   // ---- Suppressions.
