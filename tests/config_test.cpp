@@ -170,7 +170,7 @@ TEST_CASE("config: a file without alerting gets the alerting defaults", "[config
   CHECK(alerting.external_labels.empty());
   for (const sbd::ClusterSpec& cluster : config.clusters()) {
     INFO(cluster.name);
-    CHECK(cluster.kind == sbd::ClusterKind::kPostgres);
+    CHECK(cluster.kind == "postgres");
     CHECK(cluster.scope.empty());
     CHECK(cluster.etcd_endpoints.empty());
     CHECK_FALSE(cluster.ttl_from_dcs);
@@ -198,7 +198,7 @@ TEST_CASE("config: a discovering patroni cluster follows the DCS ttl", "[config]
   const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-patroni.yml")).clusters();
   REQUIRE(clusters.size() == 3);
   const sbd::ClusterSpec& main = clusters[0];
-  CHECK(main.kind == sbd::ClusterKind::kPatroni);
+  CHECK(main.kind == "patroni");
   CHECK(main.scope == "main");              // defaults to the cluster name
   CHECK(main.dcs_namespace == "/service");  // trailing '/' trimmed
   CHECK(main.etcd_endpoints ==
@@ -235,7 +235,7 @@ TEST_CASE("config: incident_log defaults to memory only, 7d and 10000 events", "
 TEST_CASE("config: a patroni cluster with members and its own ttl", "[config]") {
   const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-patroni.yml")).clusters();
   const sbd::ClusterSpec& billing = clusters[1];
-  CHECK(billing.kind == sbd::ClusterKind::kPatroni);
+  CHECK(billing.kind == "patroni");
   CHECK(billing.scope == "billing-eu");
   CHECK(billing.dcs_namespace.empty());  // "/" without its trailing '/': keys are /<scope>/...
   CHECK(billing.etcd_endpoints == std::vector<std::string>{"http://127.0.0.1:2379"});
@@ -252,7 +252,7 @@ TEST_CASE("config: a patroni cluster with members and its own ttl", "[config]") 
   CHECK(billing.members[1].patroni_url.empty());
 
   const sbd::ClusterSpec& legacy = clusters[2];  // kind: postgres, spelled out
-  CHECK(legacy.kind == sbd::ClusterKind::kPostgres);
+  CHECK(legacy.kind == "postgres");
   CHECK(legacy.scope.empty());
   CHECK(legacy.dcs_namespace == "/service");
   CHECK_FALSE(legacy.ttl_from_dcs);
@@ -263,7 +263,7 @@ TEST_CASE("config: a redis cluster reads its members by address and its Sentinel
   const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-redis.yml")).clusters();
   REQUIRE(clusters.size() == 1);
   const sbd::ClusterSpec& c = clusters[0];
-  CHECK(c.kind == sbd::ClusterKind::kRedis);
+  CHECK(c.kind == "redis");
   CHECK(c.scope.empty());
   CHECK(c.redis.master_name == "cache-main");
   CHECK(c.redis.sentinels ==
@@ -290,7 +290,7 @@ TEST_CASE("config: a redis_lease cluster reads its key, login, claim query and c
   const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-redis-lease.yml")).clusters();
   REQUIRE(clusters.size() == 2);
   const sbd::ClusterSpec& c = clusters[0];
-  CHECK(c.kind == sbd::ClusterKind::kRedisLease);
+  CHECK(c.kind == "redis_lease");
   CHECK(c.scope.empty());
   CHECK(c.redis_lease.address == "127.0.0.1:6379");
   CHECK(c.redis_lease.username == "splitbrain");
@@ -324,7 +324,7 @@ TEST_CASE("config: an etcd_election cluster reads its gateway, prefix, claim que
   const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-etcd-election.yml")).clusters();
   REQUIRE(clusters.size() == 1);
   const sbd::ClusterSpec& c = clusters[0];
-  CHECK(c.kind == sbd::ClusterKind::kEtcdElection);
+  CHECK(c.kind == "etcd_election");
   CHECK(c.etcd_election.endpoints ==
         std::vector<std::string>{"http://127.0.0.1:2379", "http://127.0.0.2:2379"});
   CHECK(c.etcd_election.prefix == "/election/orders");

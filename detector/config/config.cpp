@@ -174,7 +174,7 @@ class ConfigParser : public ConfigReader {
       cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
     }
     ClusterContext context{node, path, *fields, ParseKind(*fields, path), false, {}};
-    cluster.kind = (context.kind ? *context.kind : Kinds().front()).id;
+    cluster.kind = (context.kind ? *context.kind : Kinds().front()).name;
     ParseTimings(*fields, path, cluster);
     if (const Entry* watch = Optional(*fields, "watch")) {
       cluster.watch = Bool(*watch, Join(path, "watch")).value_or(true);

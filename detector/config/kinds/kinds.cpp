@@ -3,15 +3,15 @@
 namespace sbd {
 
 const std::vector<KindConfig>& Kinds() {
-  // One line per kind: name, id, claims_only, patroni_urls, block, keys, parse, parse_member.
+  // One line per kind: name, claims_only, patroni_urls, block, keys, parse, parse_member.
   // clang-format off
   static const std::vector<KindConfig> kinds = {
-    {"postgres",      ClusterKind::kPostgres,     false, false, nullptr,         {},                                                      nullptr,           ParsePostgresMember},
-    {"patroni",       ClusterKind::kPatroni,      false, true,  nullptr,         {"scope", "namespace", "etcd", "discover", "discovery"}, ParsePatroni,      ParsePostgresMember},
-    {"redis",         ClusterKind::kRedis,        true,  false, "redis",         {},                                                      ParseRedis,        ParseRedisMember},
-    {"redis_lease",   ClusterKind::kRedisLease,   true,  false, "redis_lease",   {},                                                      ParseRedisLease,   ParseClaimMember},
-    {"k8s_lease",     ClusterKind::kK8sLease,     true,  false, "k8s_lease",     {},                                                      ParseK8sLease,     ParseClaimMember},
-    {"etcd_election", ClusterKind::kEtcdElection, true,  false, "etcd_election", {},                                                      ParseEtcdElection, ParseClaimMember},
+    {"postgres",      false, false, nullptr,         {},                                                      nullptr,           ParsePostgresMember},
+    {"patroni",       false, true,  nullptr,         {"scope", "namespace", "etcd", "discover", "discovery"}, ParsePatroni,      ParsePostgresMember},
+    {"redis",         true,  false, "redis",         {},                                                      ParseRedis,        ParseRedisMember},
+    {"redis_lease",   true,  false, "redis_lease",   {},                                                      ParseRedisLease,   ParseClaimMember},
+    {"k8s_lease",     true,  false, "k8s_lease",     {},                                                      ParseK8sLease,     ParseClaimMember},
+    {"etcd_election", true,  false, "etcd_election", {},                                                      ParseEtcdElection, ParseClaimMember},
   };
   // clang-format on
   return kinds;

@@ -32,7 +32,6 @@ struct ClusterContext {
 /// every kind, one line each.
 struct KindConfig {
   const char* name;
-  ClusterKind id;
   /// Members are Redis servers or claim endpoints: never found by discovery or in file_sd.
   bool claims_only;
   /// Members (and file_sd targets) may carry a Patroni REST API URL.
