@@ -170,7 +170,7 @@ TEST_CASE("config: a file without alerting gets the alerting defaults", "[config
   CHECK(alerting.external_labels.empty());
   for (const sbd::ClusterSpec& cluster : config.clusters()) {
     INFO(cluster.name);
-    CHECK(cluster.kind == sbd::ClusterKind::kPostgres);
+    CHECK(cluster.kind == "postgres");
     CHECK(cluster.scope.empty());
     CHECK(cluster.etcd_endpoints.empty());
     CHECK_FALSE(cluster.ttl_from_dcs);
@@ -198,7 +198,7 @@ TEST_CASE("config: a discovering patroni cluster follows the DCS ttl", "[config]
   const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-patroni.yml")).clusters();
   REQUIRE(clusters.size() == 3);
   const sbd::ClusterSpec& main = clusters[0];
-  CHECK(main.kind == sbd::ClusterKind::kPatroni);
+  CHECK(main.kind == "patroni");
   CHECK(main.scope == "main");              // defaults to the cluster name
   CHECK(main.dcs_namespace == "/service");  // trailing '/' trimmed
   CHECK(main.etcd_endpoints ==
@@ -235,7 +235,7 @@ TEST_CASE("config: incident_log defaults to memory only, 7d and 10000 events", "
 TEST_CASE("config: a patroni cluster with members and its own ttl", "[config]") {
   const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-patroni.yml")).clusters();
   const sbd::ClusterSpec& billing = clusters[1];
-  CHECK(billing.kind == sbd::ClusterKind::kPatroni);
+  CHECK(billing.kind == "patroni");
   CHECK(billing.scope == "billing-eu");
   CHECK(billing.dcs_namespace.empty());  // "/" without its trailing '/': keys are /<scope>/...
   CHECK(billing.etcd_endpoints == std::vector<std::string>{"http://127.0.0.1:2379"});
@@ -252,7 +252,7 @@ TEST_CASE("config: a patroni cluster with members and its own ttl", "[config]") 
   CHECK(billing.members[1].patroni_url.empty());
 
   const sbd::ClusterSpec& legacy = clusters[2];  // kind: postgres, spelled out
-  CHECK(legacy.kind == sbd::ClusterKind::kPostgres);
+  CHECK(legacy.kind == "postgres");
   CHECK(legacy.scope.empty());
   CHECK(legacy.dcs_namespace == "/service");
   CHECK_FALSE(legacy.ttl_from_dcs);
@@ -263,7 +263,7 @@ TEST_CASE("config: a redis cluster reads its members by address and its Sentinel
   const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-redis.yml")).clusters();
   REQUIRE(clusters.size() == 1);
   const sbd::ClusterSpec& c = clusters[0];
-  CHECK(c.kind == sbd::ClusterKind::kRedis);
+  CHECK(c.kind == "redis");
   CHECK(c.scope.empty());
   CHECK(c.redis.master_name == "cache-main");
   CHECK(c.redis.sentinels ==
@@ -290,7 +290,7 @@ TEST_CASE("config: a redis_lease cluster reads its key, login, claim query and c
   const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-redis-lease.yml")).clusters();
   REQUIRE(clusters.size() == 2);
   const sbd::ClusterSpec& c = clusters[0];
-  CHECK(c.kind == sbd::ClusterKind::kRedisLease);
+  CHECK(c.kind == "redis_lease");
   CHECK(c.scope.empty());
   CHECK(c.redis_lease.address == "127.0.0.1:6379");
   CHECK(c.redis_lease.username == "splitbrain");
@@ -324,7 +324,7 @@ TEST_CASE("config: an etcd_election cluster reads its gateway, prefix, claim que
   const auto clusters = Valid(sbd::LoadConfig(kDir + "valid-etcd-election.yml")).clusters();
   REQUIRE(clusters.size() == 1);
   const sbd::ClusterSpec& c = clusters[0];
-  CHECK(c.kind == sbd::ClusterKind::kEtcdElection);
+  CHECK(c.kind == "etcd_election");
   CHECK(c.etcd_election.endpoints ==
         std::vector<std::string>{"http://127.0.0.1:2379", "http://127.0.0.2:2379"});
   CHECK(c.etcd_election.prefix == "/election/orders");
@@ -730,4 +730,35 @@ TEST_CASE("config: alertmanager_silences reads alerting's Alertmanagers unless g
     CHECK(spec.refresh_interval == Millis(10000));
     CHECK(spec.timeout == Millis(1000));
   }
+}
+
+TEST_CASE("config: a kind's block on another kind, and an unknown kind, are reported in place",
+          "[config]") {
+  // Each kind reads its own block (detector/config/kinds/): another kind's block or key is an
+  // error at that key, and an unknown kind names every kind of the table, while the blocks of
+  // a cluster of unknown kind are still checked.
+  const std::string yaml =
+      "clusters:\n"
+      "  - name: a\n"
+      "    redis_lease: {address: 'r:6379', key: k}\n"
+      "    members: [{name: m, dsn: 'host=h'}]\n"
+      "  - name: b\n"
+      "    kind: redis\n"
+      "    redis: {master_name: mymaster, sentinels: ['s:26379']}\n"
+      "    k8s_lease: {kubeconfig: /k}\n"
+      "    scope: x\n"
+      "    members: [{name: r, address: 'r:6379'}]\n"
+      "  - name: c\n"
+      "    kind: zookeeper\n"
+      "    etcd_election: {endpoints: [nope], prefix: p}\n"
+      "    members: [{name: m, dsn: 'host=h'}]\n";
+  CHECK(ErrorLines(sbd::ParseConfig(yaml, "kinds.yml")) ==
+        std::vector<std::string>{
+            "kinds.yml:3:5: clusters[0].redis_lease: only valid for kind: redis_lease",
+            "kinds.yml:8:5: clusters[1].k8s_lease: only valid for kind: k8s_lease",
+            "kinds.yml:9:5: clusters[1].scope: only valid for kind: patroni",
+            "kinds.yml:12:11: clusters[2].kind: expected postgres, patroni, redis, redis_lease, "
+            "k8s_lease or etcd_election",
+            "kinds.yml:13:33: clusters[2].etcd_election.endpoints[0]: expected an http:// or "
+            "https:// URL"});
 }

@@ -203,7 +203,7 @@ class FakeWorld {
       return std::make_unique<FakeProbe>(Member(member.name), member.name);
     };
     factories.lock_stores = [this](const ClusterSpec& spec) -> std::unique_ptr<LockStore> {
-      if (spec.kind != ClusterKind::kPatroni) return nullptr;
+      if (spec.kind != "patroni") return nullptr;
       return std::make_unique<FakeLockStore>(record_);
     };
     factories.managers = [](const ClusterSpec&, const MemberSpec&) { return nullptr; };
@@ -533,7 +533,7 @@ TEST_CASE("engine: the outputs follow the lock store a cluster has, not its kind
   world.record()->Set(Record("a"));
   ProbeFactories swapped = world.Factories();
   swapped.lock_stores = [&world](const ClusterSpec& spec) -> std::unique_ptr<LockStore> {
-    if (spec.kind == ClusterKind::kPatroni) return nullptr;
+    if (spec.kind == "patroni") return nullptr;
     return std::make_unique<FakeLockStore>(world.record());
   };
   const ConfigReloadStatus reload;

@@ -31,7 +31,7 @@ TEST_CASE("config: a k8s_lease cluster reads its API server, Lease and client-go
   INFO(Errors(result).size());
   REQUIRE(std::holds_alternative<sbd::ValidatedConfig>(result));
   const sbd::ClusterSpec& c = std::get<sbd::ValidatedConfig>(result).clusters().at(0);
-  CHECK(c.kind == sbd::ClusterKind::kK8sLease);
+  CHECK(c.kind == "k8s_lease");
   CHECK(c.k8s_lease.api_server == "https://10.0.0.1:6443");
   CHECK(c.k8s_lease.lease_namespace == "default");
   CHECK(c.k8s_lease.lease == "orders");

@@ -174,7 +174,7 @@ class Candidate {
 sbd::ClusterSpec Spec(const std::string& server, const std::string& ca, const std::string& token) {
   sbd::ClusterSpec spec;
   spec.name = "orders";
-  spec.kind = sbd::ClusterKind::kK8sLease;
+  spec.kind = "k8s_lease";
   spec.k8s_lease.api_server = server;
   spec.k8s_lease.lease = "orders";
   spec.k8s_lease.lock = "orders";

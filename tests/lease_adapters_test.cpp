@@ -162,7 +162,7 @@ TEST_CASE("Assess: two concurrent claimers of a lease are a split brain naming t
           "[lease]") {
   ClusterSpec spec;
   spec.name = "orders";
-  spec.kind = ClusterKind::kRedisLease;
+  spec.kind = "redis_lease";
   spec.members = {Candidate("a"), Candidate("b")};
   const auto now = SteadyClock::now();
   const std::vector<Observation> round = {Claiming("a", true, "token-a", now),

@@ -16,7 +16,7 @@ using std::chrono::milliseconds;
 sbd::ClusterSpec LeaseCluster(int port) {
   sbd::ClusterSpec spec;
   spec.name = "orders";
-  spec.kind = sbd::ClusterKind::kRedisLease;
+  spec.kind = "redis_lease";
   spec.redis_lease.address = "127.0.0.1:" + std::to_string(port);
   spec.redis_lease.key = "lease:orders";
   spec.redis_lease.lock = "orders";

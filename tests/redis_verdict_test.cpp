@@ -18,7 +18,7 @@ const SteadyClock::time_point kT0 = SteadyClock::time_point(std::chrono::hours(1
 ClusterSpec Group(const std::vector<std::string>& members) {
   ClusterSpec spec;
   spec.name = "cache";
-  spec.kind = ClusterKind::kRedis;
+  spec.kind = "redis";
   for (const auto& name : members) {
     MemberSpec member;
     member.name = name;

@@ -203,7 +203,7 @@ TEST_CASE("status page: hostile names, summaries, reasons and authors never beco
   c.history.members["b&b"].last->result = ProbeFailure{ProbeFailureReason::kProtocol, kHostile};
   c.assessment.suppressions.push_back(
       {"provisioning", "provisioning", kHostile, "decl-1", "split_brain", {kHostile}, now});
-  c.spec.kind = ClusterKind::kPatroni;
+  c.spec.kind = "patroni";
   c.spec.scope = kHostile;
   c.lock = {"patroni", true, kHostile};
   DcsView dcs;
@@ -263,7 +263,7 @@ TEST_CASE("status page: a lock store's holder, lease left and the members' Patro
           "[status_page]") {
   const auto now = WallClock::now();
   ClusterSnapshot c = Cluster("patroni-main", Verdict::kHealthy, {"node1", "node2"}, now);
-  c.spec.kind = ClusterKind::kPatroni;
+  c.spec.kind = "patroni";
   c.spec.scope = "main";
   c.lock = {"patroni", true, "/service/main/leader"};  // what the scheduler describes
   c.assessment.lock_readable = true;
@@ -303,7 +303,7 @@ TEST_CASE("status page: every part of it passes tidy's HTML5 and accessibility c
       ProbeFailure{ProbeFailureReason::kProtocol, kHostile};
   hostile.assessment.suppressions.push_back(
       {"provisioning", "provisioning", kHostile, "decl-1", "split_brain", {kHostile}, now});
-  hostile.spec.kind = ClusterKind::kPatroni;
+  hostile.spec.kind = "patroni";
   hostile.spec.scope = kHostile;
   hostile.lock = {"patroni", true, kHostile};
   DcsView dcs;

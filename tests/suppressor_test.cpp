@@ -34,7 +34,7 @@ ClusterSpec Cluster(std::vector<std::string> members, const std::string& scope =
   ClusterSpec spec;
   spec.name = "orders";
   spec.scope = scope;
-  spec.kind = scope.empty() ? ClusterKind::kPostgres : ClusterKind::kPatroni;
+  spec.kind = scope.empty() ? "postgres" : "patroni";
   for (auto& name : members) {
     MemberSpec member;
     member.name = name;

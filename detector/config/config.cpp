@@ -18,17 +18,20 @@
 #include <system_error>
 #include <tuple>
 
+#include "detector/config/config_reader.h"
 #include "detector/config/file_sd.h"
+#include "detector/config/kinds/kinds.h"
 
 namespace sbd {
 namespace {
+
+using namespace cfg;
 
 constexpr Millis kDefaultTtl{30000};
 constexpr Millis kMinTtl{1000};
 constexpr Millis kMinProbeInterval{100};
 constexpr Millis kMinProbeTimeout{1};
 constexpr Millis kMaxDefaultProbeTimeout{2000};
-constexpr const char* kDurationHint = "expected a duration like 500ms, 30s or 1m";
 constexpr Millis kMinResendInterval{1000};
 constexpr Millis kMinAlertTimeout{1};
 constexpr Millis kMinSilenceRefresh{1000};
@@ -36,54 +39,8 @@ constexpr Millis kMinSilenceTimeout{100};
 constexpr Millis kMinIncidentRetention{60000};
 constexpr int kMaxIncidentEvents = 1000000;
 constexpr const char* kPatroniOnly = "only valid for kind: patroni";
-constexpr const char* kNameHint = "expected a name of letters, digits, '_', '.' and '-'";
-constexpr const char* kUrlHint = "expected an http:// or https:// URL";
-// Application leases: the longest key, pattern or identity accepted.
-constexpr size_t kMaxLeaseKeyBytes = 1024;
 // Labels the detector puts on every alert itself; external_labels may not override them.
 constexpr const char* kReservedLabels[] = {"alertname", "severity", "cluster", "scope"};
-
-struct Unit {
-  const char* suffix;
-  Millis::rep ms;
-};
-// Largest first: ParseDuration requires this order and FormatDuration emits it.
-constexpr Unit kUnits[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}};
-
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
-// Accepts zero so that callers can say "below the minimum" rather than "malformed".
-std::optional<Millis> ParseDurationOrZero(const std::string& text) {
-  constexpr Millis::rep kMax = std::numeric_limits<Millis::rep>::max();
-  Millis::rep total = 0;
-  const Unit* next_unit = std::begin(kUnits);
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t digits_end = i;
-    while (digits_end < text.size() && IsDigit(text[digits_end])) ++digits_end;
-    size_t unit_end = digits_end;
-    while (unit_end < text.size() && IsLetter(text[unit_end])) ++unit_end;
-    if (digits_end == i || unit_end == digits_end) return std::nullopt;
-    const std::string suffix = text.substr(digits_end, unit_end - digits_end);
-    // Like Prometheus: units strictly decreasing, so "1m30s" is valid and "30s1m" is not.
-    const Unit* unit = std::find_if(next_unit, std::end(kUnits),
-                                    [&](const Unit& u) { return suffix == u.suffix; });
-    if (unit == std::end(kUnits)) return std::nullopt;
-    next_unit = unit + 1;
-    Millis::rep value = 0;
-    for (size_t j = i; j < digits_end; ++j) {
-      const int digit = text[j] - '0';
-      if (value > (kMax - digit) / 10) return std::nullopt;
-      value = value * 10 + digit;
-    }
-    if (value > (kMax - total) / unit->ms) return std::nullopt;
-    total += value * unit->ms;
-    i = unit_end;
-  }
-  if (text.empty()) return std::nullopt;
-  return Millis(total);
-}
 
 using ReadResult = std::variant<std::string, std::error_code>;
 
@@ -98,189 +55,6 @@ ReadResult ReadFile(const std::string& path) {
   // Opening a directory succeeds; the read is what fails, with EISDIR.
   if (std::ferror(file.get())) return std::error_code(errno, std::generic_category());
   return content;
-}
-
-struct ParsedDsn {
-  std::string dsn;
-  std::string address;
-  std::optional<std::string> password;
-  /// Every keyword given a non-empty value, password included.
-  std::set<std::string> keywords;
-};
-
-const std::set<std::string>& LibpqKeywords() {
-  static const std::set<std::string> keywords = [] {
-    std::set<std::string> out;
-    // Parsing an empty string lists every option without consulting the environment.
-    PQconninfoOption* options = PQconninfoParse("", nullptr);
-    for (PQconninfoOption* o = options; o && o->keyword; ++o) out.insert(o->keyword);
-    PQconninfoFree(options);
-    return out;
-  }();
-  return keywords;
-}
-
-bool IsSafeFragment(const std::string& s) {
-  return LibpqKeywords().count(s) > 0 ||
-         (s.size() == 1 && !IsLetter(s[0]) && !IsDigit(s[0]) && s[0] != '"');
-}
-
-std::string TrimNewlines(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  return text;
-}
-
-// Only a password keyword or a URI's user:password@ can put a secret in a DSN.
-bool MayHoldSecret(const std::string& dsn) {
-  std::string lower = dsn;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return lower.find("password") != std::string::npos || dsn.find('@') != std::string::npos;
-}
-
-// libpq quotes pieces of the DSN in its messages (sometimes the whole URI), and those may hold
-// a password. A quoted piece is taken as the longest run that occurs in the DSN, so a quote
-// inside a password cannot end it early; only keywords and single punctuation marks survive.
-std::string RedactLibpqMessage(const std::string& raw, const std::string& dsn) {
-  const std::string message = TrimNewlines(raw);
-  std::string out;
-  size_t pos = 0;
-  for (size_t open; (open = message.find('"', pos)) != std::string::npos;) {
-    size_t close = std::string::npos;
-    for (size_t q = message.find('"', open + 1); q != std::string::npos;
-         q = message.find('"', q + 1)) {
-      const std::string piece = message.substr(open + 1, q - open - 1);
-      if (dsn.find(piece) != std::string::npos) {
-        close = q;
-      } else if (close == std::string::npos && IsSafeFragment(piece)) {
-        close = q;
-        break;
-      }
-    }
-    if (close == std::string::npos) return out + message.substr(pos, open - pos) + "\"...\"";
-    const std::string piece = message.substr(open + 1, close - open - 1);
-    out += message.substr(pos, open - pos) + '"' + (IsSafeFragment(piece) ? piece : "...") + '"';
-    pos = close + 1;
-  }
-  return out + message.substr(pos);
-}
-
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> out(1);
-  for (char c : text) {
-    if (c == ',') {
-      out.emplace_back();
-    } else {
-      out.back() += c;
-    }
-  }
-  return out;
-}
-
-// libpq accepts comma-separated host and port lists; show each host with its port.
-std::string BuildAddress(const std::string& hosts_text, const std::string& ports_text) {
-  const std::vector<std::string> hosts = SplitCommas(hosts_text);
-  const std::vector<std::string> ports = SplitCommas(ports_text);
-  std::string out;
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    std::string host = hosts[i].empty() ? "localhost" : hosts[i];
-    std::string port = ports.size() == hosts.size() ? ports[i] : ports[0];
-    if (host[0] != '/' && host.find(':') != std::string::npos) host = "[" + host + "]";
-    out += (i == 0 ? "" : ",") + host + ":" + (port.empty() ? "5432" : port);
-  }
-  return out;
-}
-
-std::variant<ParsedDsn, std::string> ParseDsn(const std::string& text) {
-  char* raw_error = nullptr;
-  std::unique_ptr<PQconninfoOption, void (*)(PQconninfoOption*)> options(
-      PQconninfoParse(text.c_str(), &raw_error), &PQconninfoFree);
-  if (!options) {
-    const std::string error = raw_error ? raw_error : "out of memory";
-    PQfreemem(raw_error);
-    return MayHoldSecret(text) ? RedactLibpqMessage(error, text) : TrimNewlines(error);
-  }
-  ParsedDsn parsed;
-  std::map<std::string, std::string> given;
-  for (const PQconninfoOption* o = options.get(); o->keyword; ++o) {
-    if (!o->val || !*o->val) continue;
-    const std::string keyword = o->keyword;
-    parsed.keywords.insert(keyword);
-    if (keyword == "password") {
-      parsed.password = o->val;
-      continue;
-    }
-    given[keyword] = o->val;
-    parsed.dsn += (parsed.dsn.empty() ? "" : " ") + keyword + "=" + QuoteConninfoValue(o->val);
-  }
-  const std::string host = given.count("host") ? given["host"] : given["hostaddr"];
-  parsed.address = BuildAddress(host, given["port"]);
-  return parsed;
-}
-
-std::string Join(const std::string& path, const std::string& key) {
-  return path.empty() ? key : path + "." + key;
-}
-
-std::string Index(const std::string& path, size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
-
-bool IsName(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return IsLetter(c) || IsDigit(c) || c == '_' || c == '.' || c == '-';
-  });
-}
-
-bool IsEnvName(const std::string& s) {
-  return !s.empty() && !IsDigit(s[0]) && std::all_of(s.begin(), s.end(), [](char c) {
-    return IsLetter(c) || IsDigit(c) || c == '_';
-  });
-}
-
-// Prometheus' label name syntax, [a-zA-Z_][a-zA-Z0-9_]*: the same rule as environment names.
-bool IsLabelName(const std::string& s) { return IsEnvName(s); }
-
-bool StartsWith(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-// http(s)://host[:port][/path]: a scheme the HTTP clients speak, a host, and no whitespace.
-bool IsHttpUrl(const std::string& s) {
-  for (const std::string scheme : {"http://", "https://"}) {
-    if (!StartsWith(s, scheme)) continue;
-    const std::string rest = s.substr(scheme.size());
-    return !rest.empty() && rest[0] != '/' && std::none_of(rest.begin(), rest.end(), [](char c) {
-      return std::isspace(static_cast<unsigned char>(c)) ||
-             std::iscntrl(static_cast<unsigned char>(c));
-    });
-  }
-  return false;
-}
-
-// A Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*) or, without `metric`, a label name
-// ([a-zA-Z_][a-zA-Z0-9_]*).
-bool IsPrometheusName(const std::string& s, bool metric) {
-  if (s.empty() || IsDigit(s[0])) return false;
-  return std::all_of(s.begin(), s.end(), [&](char c) {
-    return IsLetter(c) || IsDigit(c) || c == '_' || (metric && c == ':');
-  });
-}
-
-// Base URLs and the DCS namespace get paths appended with a '/' of their own.
-std::string TrimTrailingSlashes(std::string s) {
-  while (!s.empty() && s.back() == '/') s.pop_back();
-  return s;
-}
-
-// "a", "a and b", "a, b and c".
-std::string JoinWords(const std::vector<std::string>& words) {
-  std::string out;
-  for (size_t i = 0; i < words.size(); ++i) {
-    if (i > 0) out += i + 1 == words.size() ? " and " : ", ";
-    out += words[i];
-  }
-  return out;
 }
 
 // Where the second YAML document of a text begins, if there is one. yaml-cpp 0.7's LoadAll
@@ -327,9 +101,9 @@ class SecondDocument : public YAML::EventHandler {
 
 }  // namespace
 
-class ConfigParser {
+class ConfigParser : public ConfigReader {
  public:
-  explicit ConfigParser(std::string file) : file_(std::move(file)) {}
+  explicit ConfigParser(std::string file) : ConfigReader(std::move(file)) {}
 
   ConfigResult Parse(const std::string& text) {
     YAML::Node root;
@@ -347,33 +121,12 @@ class ConfigParser {
   }
 
  private:
-  struct Entry {
-    YAML::Node key;
-    YAML::Node value;
-    // A null value's mark points at the next token, so errors about it go to the key.
-    YAML::Mark Mark() const { return value.IsNull() ? key.Mark() : value.Mark(); }
-  };
-  using Fields = std::map<std::string, Entry>;
-  using SeenNames = std::map<std::string, int>;
-  // A cluster's kind; nullopt when `kind` was invalid (already reported), in which case the
-  // checks that depend on the kind are skipped rather than piled on.
-  using Kind = std::optional<ClusterKind>;
-
-  // A sequence item as an Entry, so that the value helpers work on it.
-  static Entry Item(const YAML::Node& node) { return {node, node}; }
-
-  void AddError(const YAML::Mark& mark, std::string key, std::string message) {
-    // yaml-cpp marks are 0-based, and -1 for a node without a position (an empty document).
-    errors_.push_back({file_, std::max(mark.line, 0) + 1, std::max(mark.column, 0) + 1,
-                       std::move(key), std::move(message)});
-  }
-
   ConfigResult Finish() {
-    if (!errors_.empty()) {
-      std::stable_sort(errors_.begin(), errors_.end(), [](const auto& a, const auto& b) {
+    if (!errors().empty()) {
+      std::stable_sort(errors().begin(), errors().end(), [](const auto& a, const auto& b) {
         return std::tie(a.line, a.column) < std::tie(b.line, b.column);
       });
-      return std::move(errors_);
+      return std::move(errors());
     }
     ValidatedConfig config;
     config.clusters_ = std::move(clusters_);
@@ -381,197 +134,8 @@ class ConfigParser {
     config.suppressions_ = std::move(suppressions_);
     config.incident_log_ = std::move(incident_log_);
     config.watched_globs_ = std::move(watched_globs_);
-    config.source_ = file_;
+    config.source_ = file();
     return config;
-  }
-
-  // ---- Generic readers: each reports its own errors and returns nullopt/false on failure.
-
-  std::optional<Fields> ReadMapping(const YAML::Node& node, const std::string& path,
-                                    std::initializer_list<std::string> allowed) {
-    if (!node.IsMap()) {
-      AddError(node.Mark(), path, "expected a mapping");
-      return std::nullopt;
-    }
-    Fields fields;
-    for (const auto& kv : node) {
-      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
-      const auto first = fields.find(key);
-      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-        AddError(kv.first.Mark(), Join(path, key), "unknown key");
-      } else if (first != fields.end()) {
-        AddError(kv.first.Mark(), Join(path, key),
-                 "duplicate key (first at line " +
-                     std::to_string(first->second.key.Mark().line + 1) + ")");
-      } else {
-        fields.emplace(key, Entry{kv.first, kv.second});
-      }
-    }
-    return fields;
-  }
-
-  // A nested mapping under a key; when the value is null the error goes to the key.
-  std::optional<Fields> ReadMapping(const Entry& entry, const std::string& path,
-                                    std::initializer_list<std::string> allowed) {
-    if (!entry.value.IsMap()) {
-      AddError(entry.Mark(), path, "expected a mapping");
-      return std::nullopt;
-    }
-    return ReadMapping(entry.value, path, allowed);
-  }
-
-  const Entry* Required(const Fields& fields, const YAML::Node& parent, const std::string& path,
-                        const std::string& key) {
-    const auto it = fields.find(key);
-    if (it != fields.end()) return &it->second;
-    AddError(parent.Mark(), Join(path, key), "required");
-    return nullptr;
-  }
-
-  static const Entry* Optional(const Fields& fields, const std::string& key) {
-    const auto it = fields.find(key);
-    return it == fields.end() ? nullptr : &it->second;
-  }
-
-  std::optional<std::string> String(const Entry& entry, const std::string& path) {
-    if (entry.value.IsScalar()) return entry.value.Scalar();
-    AddError(entry.Mark(), path, "expected a string");
-    return std::nullopt;
-  }
-
-  // YAML 1.2 core booleans only, so that "yes", "on" or "y" cannot slip through.
-  std::optional<bool> Bool(const Entry& entry, const std::string& path) {
-    const std::string text = entry.value.IsScalar() ? entry.value.Scalar() : "";
-    if (text == "true" || text == "True" || text == "TRUE") return true;
-    if (text == "false" || text == "False" || text == "FALSE") return false;
-    AddError(entry.Mark(), path, "expected true or false");
-    return std::nullopt;
-  }
-
-  std::optional<std::string> ValidName(const Entry& entry, const std::string& path) {
-    std::optional<std::string> name = String(entry, path);
-    if (name && !IsName(*name)) {
-      AddError(entry.Mark(), path, kNameHint);
-      return std::nullopt;
-    }
-    return name;
-  }
-
-  std::optional<std::string> Name(const Entry& entry, const std::string& path, SeenNames& seen,
-                                  const char* kind) {
-    const std::optional<std::string> name = ValidName(entry, path);
-    if (!name) return std::nullopt;
-    const int line = entry.Mark().line + 1;
-    const auto [first, inserted] = seen.emplace(*name, line);
-    if (!inserted) {
-      AddError(entry.Mark(), path,
-               std::string("duplicate ") + kind + " name \"" + *name + "\" (first at line " +
-                   std::to_string(first->second) + ")");
-    }
-    return name;
-  }
-
-  // An http:// or https:// URL; with `trim`, stored without trailing '/' so that paths can be
-  // appended to it.
-  std::optional<std::string> HttpUrl(const Entry& entry, const std::string& path, bool trim) {
-    const std::optional<std::string> url = String(entry, path);
-    if (!url) return std::nullopt;
-    if (!IsHttpUrl(*url)) {
-      AddError(entry.Mark(), path, kUrlHint);
-      return std::nullopt;
-    }
-    return trim ? TrimTrailingSlashes(*url) : *url;
-  }
-
-  bool Sequence(const Entry& entry, const std::string& path) {
-    if (entry.value.IsSequence()) return true;
-    AddError(entry.Mark(), path, "expected a sequence");
-    return false;
-  }
-
-  bool NonEmptySequence(const Entry& entry, const std::string& path, const char* item) {
-    if (!Sequence(entry, path)) return false;
-    if (entry.value.size() == 0) {
-      AddError(entry.Mark(), path, std::string("must list at least one ") + item);
-      return false;
-    }
-    return true;
-  }
-
-  struct Timing {
-    bool ok = true;  // false once an error was reported, so no further checks pile on
-    std::optional<Millis> given;
-    YAML::Mark mark;
-  };
-
-  Timing Duration(const Fields& fields, const std::string& path, const std::string& key,
-                  Millis minimum) {
-    const Entry* entry = Optional(fields, key);
-    if (!entry) return {};
-    const std::optional<Millis> given =
-        entry->value.IsScalar() ? ParseDurationOrZero(entry->value.Scalar()) : std::nullopt;
-    std::string error;
-    if (!given) {
-      error = kDurationHint;
-    } else if (*given < minimum) {
-      error =
-          key + " " + FormatDuration(*given) + " is below the minimum " + FormatDuration(minimum);
-    }
-    if (!error.empty()) AddError(entry->Mark(), Join(path, key), error);
-    return {error.empty(), given, entry->Mark()};
-  }
-
-  // A whole number in [minimum, maximum].
-  std::optional<int> Count(const Entry& entry, const std::string& path, int minimum, int maximum) {
-    const std::string text = entry.value.IsScalar() ? entry.value.Scalar() : "";
-    if (text.empty() || text.size() > 9 || !std::all_of(text.begin(), text.end(), IsDigit) ||
-        std::stoi(text) < minimum || std::stoi(text) > maximum) {
-      AddError(entry.Mark(), path,
-               "expected a whole number from " + std::to_string(minimum) + " to " +
-                   std::to_string(maximum));
-      return std::nullopt;
-    }
-    return std::stoi(text);
-  }
-
-  // password_file and password_env: a non-empty path and a valid variable name respectively.
-  std::optional<std::string> PasswordSource(const Fields& fields, const std::string& path,
-                                            const std::string& key) {
-    const Entry* entry = Optional(fields, key);
-    if (!entry) return std::nullopt;
-    std::optional<std::string> value = String(*entry, Join(path, key));
-    const bool env = key.size() >= 12 && key.compare(key.size() - 12, 12, "password_env") == 0;
-    if (value && (env ? !IsEnvName(*value) : value->empty())) {
-      AddError(entry->Mark(), Join(path, key),
-               env ? "expected an environment variable name" : "expected a file path");
-      return std::nullopt;
-    }
-    return value;
-  }
-
-  // Both password sources of a member or a discovery block (`prefix` "sentinel_" for the
-  // sentinels' own); at most one may be set.
-  void PasswordSources(const Fields& fields, const std::string& path,
-                       std::optional<std::string>& file, std::optional<std::string>& env,
-                       const std::string& prefix = "") {
-    file = PasswordSource(fields, path, prefix + "password_file");
-    env = PasswordSource(fields, path, prefix + "password_env");
-    if (file && env) {
-      AddError(fields.at(prefix + "password_env").Mark(), Join(path, prefix + "password_env"),
-               "only one of " + prefix + "password_file and " + prefix + "password_env may be set");
-    }
-  }
-
-  // A libpq connection string, checked by libpq's own parser.
-  std::optional<ParsedDsn> Dsn(const Entry& entry, const std::string& path) {
-    const std::optional<std::string> text = String(entry, path);
-    if (!text) return std::nullopt;
-    std::variant<ParsedDsn, std::string> parsed = ParseDsn(*text);
-    if (const std::string* error = std::get_if<std::string>(&parsed)) {
-      AddError(entry.Mark(), path, *error);
-      return std::nullopt;
-    }
-    return std::move(std::get<ParsedDsn>(parsed));
   }
 
   // ---- Top level.
@@ -604,89 +168,79 @@ class ConfigParser {
 
   ClusterSpec ParseCluster(const YAML::Node& node, const std::string& path, SeenNames& seen) {
     ClusterSpec cluster;
-    const std::optional<Fields> fields =
-        ReadMapping(node, path,
-                    {"name", "kind", "ttl", "probe_interval", "probe_timeout", "system_identifier",
-                     "members", "scope", "namespace", "etcd", "discover", "discovery", "file_sd",
-                     "redis", "redis_lease", "k8s_lease", "etcd_election", "watch"});
+    const std::optional<Fields> fields = ReadMapping(node, path, ClusterKeys());
     if (!fields) return cluster;
     if (const Entry* name = Required(*fields, node, path, "name")) {
       cluster.name = Name(*name, Join(path, "name"), seen, "cluster").value_or("");
     }
-    const Kind kind = ParseKind(*fields, path);
-    cluster.kind = kind.value_or(ClusterKind::kPostgres);
+    ClusterContext context{node, path, *fields, ParseKind(*fields, path), false, {}};
+    cluster.kind = (context.kind ? *context.kind : Kinds().front()).name;
     ParseTimings(*fields, path, cluster);
-    // Patroni's own ttl lives in the DCS; without an explicit one the runtime follows it.
-    cluster.ttl_from_dcs = kind == ClusterKind::kPatroni && !Optional(*fields, "ttl");
     if (const Entry* watch = Optional(*fields, "watch")) {
       cluster.watch = Bool(*watch, Join(path, "watch")).value_or(true);
     }
     if (const Entry* id = Optional(*fields, "system_identifier")) {
       ParseSystemIdentifier(*id, Join(path, "system_identifier"), cluster);
     }
-    const std::optional<bool> discover = ParsePatroniSettings(*fields, node, path, kind, cluster);
-    if (const Entry* file_sd = Optional(*fields, "file_sd"); file_sd && ClaimsOnly(kind)) {
+    ParseKinds(context, cluster, false);
+    const KindConfig* kind = context.kind;
+    if (const Entry* file_sd = Optional(*fields, "file_sd"); file_sd && kind && kind->claims_only) {
       AddError(file_sd->key.Mark(), Join(path, "file_sd"),
-               "not supported for kind: " + KindName(kind) + " yet");
+               std::string("not supported for kind: ") + kind->name + " yet");
     } else if (file_sd) {
       ParseFileSd(*file_sd, Join(path, "file_sd"), kind, cluster);
     }
-    ParseRedisBlock(*fields, node, path, kind, cluster);
-    ParseRedisLeaseBlock(*fields, node, path, kind, cluster);
-    ParseK8sLeaseBlock(*fields, node, path, kind, cluster);
-    ParseEtcdElectionBlock(*fields, node, path, kind, cluster);
+    ParseKinds(context, cluster, true);
     // file_sd may supply every member: the check for an empty list waits for its targets.
-    ParseMembers(*fields, node, path, kind, discover, cluster);
+    ParseMembers(context, cluster);
     if (cluster.file_sd) ResolveFileSd(*fields, path, cluster);
-    if (kind == ClusterKind::kRedis) {
-      for (MemberSpec& member : cluster.members) {
-        member.password_file = cluster.redis.password_file;
-        member.password_env = cluster.redis.password_env;
-      }
-    }
     return cluster;
   }
 
-  // postgres (the default) or patroni.
-  Kind ParseKind(const Fields& fields, const std::string& path) {
+  // The keys every cluster may have, and each kind's own.
+  static const std::vector<std::string>& ClusterKeys() {
+    static const std::vector<std::string> keys = [] {
+      std::vector<std::string> out = {"name",           "kind",          "ttl",
+                                      "probe_interval", "probe_timeout", "system_identifier",
+                                      "members",        "file_sd",       "watch"};
+      for (const KindConfig& kind : Kinds()) {
+        if (kind.block) out.push_back(kind.block);
+        out.insert(out.end(), kind.keys.begin(), kind.keys.end());
+      }
+      return out;
+    }();
+    return keys;
+  }
+
+  // One of the kinds' names (postgres by default); nullptr when invalid (reported), in which
+  // case the checks that depend on the kind are skipped rather than piled on.
+  const KindConfig* ParseKind(const Fields& fields, const std::string& path) {
     const Entry* entry = Optional(fields, "kind");
-    if (!entry) return ClusterKind::kPostgres;
-    const std::string text = entry->value.IsScalar() ? entry->value.Scalar() : "";
-    if (text == "postgres") return ClusterKind::kPostgres;
-    if (text == "patroni") return ClusterKind::kPatroni;
-    if (text == "redis") return ClusterKind::kRedis;
-    if (text == "redis_lease") return ClusterKind::kRedisLease;
-    if (text == "k8s_lease") return ClusterKind::kK8sLease;
-    if (text == "etcd_election") return ClusterKind::kEtcdElection;
-    AddError(entry->Mark(), Join(path, "kind"),
-             "expected postgres, patroni, redis, redis_lease, k8s_lease or etcd_election");
-    return std::nullopt;
+    if (!entry) return &Kinds().front();
+    const KindConfig* kind = FindKind(entry->value.IsScalar() ? entry->value.Scalar() : "");
+    if (!kind) AddError(entry->Mark(), Join(path, "kind"), "expected " + KindNames());
+    return kind;
   }
 
-  // Kinds whose members are Redis servers or claim endpoints, never found by discovery.
-  static bool ClaimsOnly(Kind kind) {
-    return kind == ClusterKind::kRedis || kind == ClusterKind::kRedisLease ||
-           kind == ClusterKind::kK8sLease || kind == ClusterKind::kEtcdElection;
-  }
-
-  static std::string KindName(Kind kind) {
-    if (kind == ClusterKind::kRedis) return "redis";
-    if (kind == ClusterKind::kRedisLease) return "redis_lease";
-    if (kind == ClusterKind::kK8sLease) return "k8s_lease";
-    if (kind == ClusterKind::kEtcdElection) return "etcd_election";
-    return "patroni";
-  }
-
-  // A key that only a patroni cluster may have: on a postgres cluster it is reported (at the
-  // key) and ignored. With an invalid kind the value is still checked.
-  const Entry* PatroniOnly(const Fields& fields, const std::string& path, const std::string& key,
-                           Kind kind) {
-    const Entry* entry = Optional(fields, key);
-    if (entry && kind.has_value() && *kind != ClusterKind::kPatroni) {
-      AddError(entry->key.Mark(), Join(path, key), kPatroniOnly);
-      return nullptr;
+  // Each kind's keys (`blocks` false: Patroni's) or blocks (true), read by the cluster's kind,
+  // or by every kind when `kind` was invalid. A key of another kind is reported (at the key)
+  // and ignored.
+  void ParseKinds(ClusterContext& context, ClusterSpec& cluster, bool blocks) {
+    for (const KindConfig& kind : Kinds()) {
+      if ((kind.block != nullptr) != blocks) continue;
+      if (!context.kind || context.kind == &kind) {
+        if (kind.parse) kind.parse(*this, context, cluster);
+        continue;
+      }
+      std::vector<std::string> keys = kind.keys;
+      if (kind.block) keys.insert(keys.begin(), kind.block);
+      for (const std::string& key : keys) {
+        if (const Entry* entry = Optional(context.fields, key)) {
+          AddError(entry->key.Mark(), Join(context.path, key),
+                   std::string("only valid for kind: ") + kind.name);
+        }
+      }
     }
-    return entry;
   }
 
   void ParseTimings(const Fields& fields, const std::string& path, ClusterSpec& cluster) {
@@ -726,133 +280,36 @@ class ConfigParser {
     cluster.system_identifier = std::to_string(id);
   }
 
-  // ---- Patroni: scope, namespace, etcd, discover and discovery.
-
-  // Returns whether members are discovered: nullopt when `discover` was invalid (reported).
-  std::optional<bool> ParsePatroniSettings(const Fields& fields, const YAML::Node& node,
-                                           const std::string& path, Kind kind,
-                                           ClusterSpec& cluster) {
-    if (kind == ClusterKind::kPatroni || !kind) cluster.scope = cluster.name;
-    if (const Entry* scope = PatroniOnly(fields, path, "scope", kind)) {
-      cluster.scope = ValidName(*scope, Join(path, "scope")).value_or("");
-    }
-    if (const Entry* ns = PatroniOnly(fields, path, "namespace", kind)) {
-      ParseNamespace(*ns, Join(path, "namespace"), cluster);
-    }
-    if (const Entry* etcd = PatroniOnly(fields, path, "etcd", kind)) {
-      ParseEtcd(*etcd, Join(path, "etcd"), cluster);
-    } else if (kind == ClusterKind::kPatroni) {
-      AddError(node.Mark(), Join(path, "etcd"), "required");
-    }
-    std::optional<bool> discover = false;
-    if (const Entry* entry = PatroniOnly(fields, path, "discover", kind)) {
-      discover = Bool(*entry, Join(path, "discover"));
-      cluster.discovery.enabled = discover.value_or(false);
-    }
-    if (const Entry* discovery = PatroniOnly(fields, path, "discovery", kind)) {
-      ParseDiscovery(*discovery, Join(path, "discovery"), cluster.discovery);
-    }
-    return discover;
-  }
-
-  void ParseNamespace(const Entry& entry, const std::string& path, ClusterSpec& cluster) {
-    const std::optional<std::string> text = String(entry, path);
-    if (!text) return;
-    if (!StartsWith(*text, "/")) {
-      AddError(entry.Mark(), path, "expected a path starting with '/'");
-      return;
-    }
-    // Patroni itself treats "/service" and "/service/" alike.
-    cluster.dcs_namespace = TrimTrailingSlashes(*text);
-  }
-
-  void ParseEtcd(const Entry& entry, const std::string& path, ClusterSpec& cluster) {
-    const std::optional<Fields> fields = ReadMapping(entry, path, {"endpoints"});
-    if (!fields) return;
-    const Entry* endpoints = Required(*fields, entry.value, path, "endpoints");
-    if (endpoints) cluster.etcd_endpoints = EtcdEndpoints(*endpoints, Join(path, "endpoints"));
-  }
-
-  // A non-empty list of etcd v3 JSON gateway URLs.
-  std::vector<std::string> EtcdEndpoints(const Entry& endpoints, const std::string& path) {
-    std::vector<std::string> urls;
-    if (!NonEmptySequence(endpoints, path, "endpoint")) return urls;
-    for (size_t i = 0; i < endpoints.value.size(); ++i) {
-      const std::optional<std::string> url =
-          HttpUrl(Item(endpoints.value[i]), Index(path, i), true);
-      if (url) urls.push_back(*url);
-    }
-    return urls;
-  }
-
-  // Settings for members found in the DCS: their host and port come from there, so the dsn may
-  // not set them, and the password must come from a file or the environment.
-  void ParseDiscovery(const Entry& entry, const std::string& path, DiscoverySpec& discovery) {
-    const std::optional<Fields> fields = ReadMapping(
-        entry, path, {"dsn", "password_file", "password_env", "max_members", "expire_after"});
-    if (!fields) return;
-    PasswordSources(*fields, path, discovery.password_file, discovery.password_env);
-    if (const Entry* max = Optional(*fields, "max_members")) {
-      discovery.max_members =
-          Count(*max, Join(path, "max_members"), 1, 1000).value_or(discovery.max_members);
-    }
-    const Timing expire = Duration(*fields, path, "expire_after", Millis(1000));
-    if (expire.ok && expire.given) discovery.expire_after = *expire.given;
-    discovery.dsn = HostlessDsn(Optional(*fields, "dsn"), Join(path, "dsn"),
-                                "discovered members take host and port from the DCS");
-  }
-
-  // libpq settings for members whose host and port come from elsewhere (`from` says where):
-  // the dsn may not set them, and the password must come from a file or the environment.
-  std::string HostlessDsn(const Entry* dsn, const std::string& dsn_path, const char* from) {
-    std::optional<ParsedDsn> parsed = dsn ? Dsn(*dsn, dsn_path) : std::nullopt;
-    if (!parsed) return "";
-    std::vector<std::string> addressing;
-    for (const char* keyword : {"host", "hostaddr", "port"}) {
-      if (parsed->keywords.count(keyword)) addressing.push_back(keyword);
-    }
-    if (!addressing.empty()) {
-      AddError(dsn->Mark(), dsn_path, "must not set " + JoinWords(addressing) + ": " + from);
-    }
-    if (parsed->password) {
-      AddError(dsn->Mark(), dsn_path,
-               "must not hold a password: use password_file or password_env");
-    }
-    return std::move(parsed->dsn);
-  }
-
   // ---- Members.
 
-  void ParseMembers(const Fields& fields, const YAML::Node& node, const std::string& path,
-                    Kind kind, std::optional<bool> discover, ClusterSpec& cluster) {
-    const Entry* members = Optional(fields, "members");
-    const std::string members_path = Join(path, "members");
+  void ParseMembers(const ClusterContext& context, ClusterSpec& cluster) {
+    const Entry* members = Optional(context.fields, "members");
+    const std::string members_path = Join(context.path, "members");
     if (!members || (members->value.IsSequence() && members->value.size() == 0)) {
-      // An invalid discover (reported) waives the check rather than guessing; file_sd may
-      // supply every member (checked once its targets are read).
-      if (kind != ClusterKind::kPostgres && !ClaimsOnly(kind) && discover.value_or(true)) {
-        return;
-      }
-      if (cluster.file_sd) return;
-      const YAML::Mark mark = members ? members->Mark() : node.Mark();
-      if (kind == ClusterKind::kPatroni) {
-        AddError(mark, members_path, "must list at least one member or set discover: true");
+      // file_sd may supply every member (checked once its targets are read).
+      if (context.members_optional || cluster.file_sd) return;
+      const YAML::Mark mark = members ? members->Mark() : context.node.Mark();
+      if (!context.no_members_error.empty()) {
+        AddError(mark, members_path, context.no_members_error);
       } else {
         AddError(mark, members_path, members ? "must list at least one member" : "required");
       }
       return;
     }
     if (!Sequence(*members, members_path)) return;
+    // With an invalid kind, members are read as the default kind's.
+    const KindConfig& kind = context.kind ? *context.kind : Kinds().front();
     SeenNames seen_members;
     for (size_t i = 0; i < members->value.size(); ++i) {
-      cluster.members.push_back(
-          ParseMember(members->value[i], Index(members_path, i), seen_members, kind));
+      cluster.members.push_back(kind.parse_member(*this, context, cluster, members->value[i],
+                                                  Index(members_path, i), seen_members));
     }
   }
 
   // ---- Prometheus file_sd inventory.
 
-  void ParseFileSd(const Entry& entry, const std::string& path, Kind kind, ClusterSpec& cluster) {
+  void ParseFileSd(const Entry& entry, const std::string& path, const KindConfig* kind,
+                   ClusterSpec& cluster) {
     const std::optional<Fields> fields =
         ReadMapping(entry, path,
                     {"files", "group_by", "group", "name_label", "port", "patroni_url_label", "dsn",
@@ -899,7 +356,11 @@ class ConfigParser {
         spec.port = text;
       }
     }
-    if (PatroniOnly(*fields, path, "patroni_url_label", kind)) {
+    // Only a kind whose members have a REST API; with an invalid kind the value is still checked.
+    const Entry* url_label = Optional(*fields, "patroni_url_label");
+    if (url_label && kind && !kind->patroni_urls) {
+      AddError(url_label->key.Mark(), Join(path, "patroni_url_label"), kPatroniOnly);
+    } else {
       spec.patroni_url_label = label("patroni_url_label", false);
     }
     PasswordSources(*fields, path, spec.password_file, spec.password_env);
@@ -914,7 +375,7 @@ class ConfigParser {
     const FileSdSpec& spec = *cluster.file_sd;
     for (const auto& pattern : spec.files) watched_globs_.push_back(pattern);
     FileSdTargets found = ReadFileSdTargets(spec.files);
-    for (auto& error : found.errors) errors_.push_back(std::move(error));
+    for (auto& error : found.errors) errors().push_back(std::move(error));
     SeenNames seen;
     for (const auto& member : cluster.members) seen.emplace(member.name, 0);
     size_t matched = 0;
@@ -924,7 +385,7 @@ class ConfigParser {
       ++matched;
       const YAML::Mark mark = target.mark;
       auto fail = [&](const std::string& message) {
-        errors_.push_back({target.file, mark.line + 1, mark.column + 1, "targets", message});
+        errors().push_back({target.file, mark.line + 1, mark.column + 1, "targets", message});
       };
       MemberSpec member;
       member.name = target.address;
@@ -964,406 +425,6 @@ class ConfigParser {
     }
   }
 
-  // ---- Redis: the Sentinel group, the login, and members by address.
-
-  void ParseRedisBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
-                       Kind kind, ClusterSpec& cluster) {
-    const Entry* entry = Optional(fields, "redis");
-    if (entry && kind.has_value() && *kind != ClusterKind::kRedis) {
-      AddError(entry->key.Mark(), Join(path, "redis"), "only valid for kind: redis");
-      return;
-    }
-    if (!entry) {
-      if (kind == ClusterKind::kRedis) AddError(node.Mark(), Join(path, "redis"), "required");
-      return;
-    }
-    const std::string block = Join(path, "redis");
-    const std::optional<Fields> redis =
-        ReadMapping(*entry, block,
-                    {"master_name", "sentinels", "username", "password_file", "password_env",
-                     "sentinel_username", "sentinel_password_file", "sentinel_password_env", "tls",
-                     "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name"});
-    if (!redis) return;
-    RedisSpec& spec = cluster.redis;
-    if (const Entry* name = Required(*redis, entry->value, block, "master_name")) {
-      spec.master_name = ValidName(*name, Join(block, "master_name")).value_or("");
-    }
-    const Entry* sentinels = Required(*redis, entry->value, block, "sentinels");
-    const std::string list = Join(block, "sentinels");
-    if (sentinels && NonEmptySequence(*sentinels, list, "sentinel")) {
-      for (size_t i = 0; i < sentinels->value.size(); ++i) {
-        spec.sentinels.push_back(
-            RedisAddress(Item(sentinels->value[i]), Index(list, i)).value_or(""));
-      }
-    }
-    if (const Entry* user = Optional(*redis, "username")) {
-      spec.username = ValidName(*user, Join(block, "username")).value_or("");
-    }
-    PasswordSources(*redis, block, spec.password_file, spec.password_env);
-    if (const Entry* user = Optional(*redis, "sentinel_username")) {
-      spec.sentinel_username = ValidName(*user, Join(block, "sentinel_username")).value_or("");
-    }
-    PasswordSources(*redis, block, spec.sentinel_password_file, spec.sentinel_password_env,
-                    "sentinel_");
-    ParseRedisTls(*redis, entry->value, block, spec);
-  }
-
-  // `tls: true` with its CA file, an optional client certificate and key, and a server name;
-  // the tls_* keys without `tls: true` would be silently unused, so they are errors.
-  void ParseRedisTls(const Fields& redis, const YAML::Node& node, const std::string& block,
-                     RedisSpec& spec) {
-    const Entry* tls = Optional(redis, "tls");
-    const bool on = tls != nullptr && Bool(*tls, Join(block, "tls")).value_or(false);
-    const char* const keys[] = {"tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name"};
-    if (!on) {
-      for (const char* key : keys) {
-        if (const Entry* unused = Optional(redis, key)) {
-          AddError(unused->key.Mark(), Join(block, key), "only valid with tls: true");
-        }
-      }
-      return;
-    }
-    RedisTlsSpec& out = spec.tls.emplace();
-    if (const Entry* ca = Required(redis, node, block, "tls_ca_file")) {
-      out.ca_file = String(*ca, Join(block, "tls_ca_file")).value_or("");
-    }
-    const Entry* cert = Optional(redis, "tls_cert_file");
-    const Entry* key = Optional(redis, "tls_key_file");
-    if (cert) out.cert_file = String(*cert, Join(block, "tls_cert_file")).value_or("");
-    if (key) out.key_file = String(*key, Join(block, "tls_key_file")).value_or("");
-    if ((cert == nullptr) != (key == nullptr)) {
-      const Entry* given = cert != nullptr ? cert : key;
-      AddError(given->key.Mark(), Join(block, cert != nullptr ? "tls_cert_file" : "tls_key_file"),
-               "tls_cert_file and tls_key_file go together");
-    }
-    if (const Entry* name = Optional(redis, "tls_server_name")) {
-      out.server_name = String(*name, Join(block, "tls_server_name")).value_or("");
-    }
-  }
-
-  // host:port of a Redis server or sentinel, with a port in 1-65535.
-  std::optional<std::string> RedisAddress(const Entry& entry, const std::string& path) {
-    const std::optional<std::string> text = String(entry, path);
-    if (!text) return std::nullopt;
-    const HostPort at = SplitHostPort(*text, "");
-    const bool digits = !at.port.empty() && at.port.size() <= 5 &&
-                        std::all_of(at.port.begin(), at.port.end(), IsDigit);
-    const long port = digits ? std::stol(at.port) : 0;
-    if (at.host.empty() || port < 1 || port > 65535 ||
-        at.host.find_first_of(" \t\r\n/") != std::string::npos) {
-      AddError(entry.Mark(), path, "expected host:port");
-      return std::nullopt;
-    }
-    return *text;
-  }
-
-  MemberSpec ParseRedisMember(const YAML::Node& node, const std::string& path, SeenNames& seen) {
-    MemberSpec member;
-    const std::optional<Fields> fields = ReadMapping(node, path, {"name", "address"});
-    if (!fields) return member;
-    if (const Entry* name = Required(*fields, node, path, "name")) {
-      member.name = Name(*name, Join(path, "name"), seen, "member").value_or("");
-    }
-    if (const Entry* address = Required(*fields, node, path, "address")) {
-      member.address = RedisAddress(*address, Join(path, "address")).value_or("");
-    }
-    return member;
-  }
-
-  // ---- Application leases: the key, the login, the claim query, candidates by metrics URL.
-
-  void ParseRedisLeaseBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
-                            Kind kind, ClusterSpec& cluster) {
-    const Entry* entry = Optional(fields, "redis_lease");
-    if (entry && kind.has_value() && *kind != ClusterKind::kRedisLease) {
-      AddError(entry->key.Mark(), Join(path, "redis_lease"), "only valid for kind: redis_lease");
-      return;
-    }
-    if (!entry) {
-      if (kind == ClusterKind::kRedisLease) {
-        AddError(node.Mark(), Join(path, "redis_lease"), "required");
-      }
-      return;
-    }
-    const std::string block = Join(path, "redis_lease");
-    const std::optional<Fields> lease =
-        ReadMapping(*entry, block,
-                    {"address", "username", "password_file", "password_env", "key", "pattern",
-                     "max_keys", "max_scan_iterations", "claim"});
-    if (!lease) return;
-    RedisLeaseSpec& spec = cluster.redis_lease;
-    spec.lock = cluster.name;
-    if (const Entry* address = Required(*lease, entry->value, block, "address")) {
-      spec.address = RedisAddress(*address, Join(block, "address")).value_or("");
-    }
-    if (const Entry* user = Optional(*lease, "username")) {
-      spec.username = ValidName(*user, Join(block, "username")).value_or("");
-    }
-    PasswordSources(*lease, block, spec.password_file, spec.password_env);
-    ParseLeaseKeys(*lease, *entry, block, spec);
-    if (const Entry* claim = Optional(*lease, "claim")) {
-      ParseClaimQuery(*claim, Join(block, "claim"), spec);
-    }
-  }
-
-  // key or pattern (exactly one), and the SCAN caps, which only a pattern uses.
-  void ParseLeaseKeys(const Fields& lease, const Entry& entry, const std::string& block,
-                      RedisLeaseSpec& spec) {
-    const Entry* key = Optional(lease, "key");
-    const Entry* pattern = Optional(lease, "pattern");
-    if (key && pattern) {
-      AddError(pattern->key.Mark(), Join(block, "pattern"),
-               "only one of key and pattern may be set");
-    } else if (!key && !pattern) {
-      AddError(entry.Mark(), Join(block, "key"), "required (or pattern)");
-    }
-    auto text = [&](const Entry* e, const char* name) {
-      const std::string at = Join(block, name);
-      std::optional<std::string> value = String(*e, at);
-      if (value && (value->empty() || value->size() > kMaxLeaseKeyBytes)) {
-        AddError(e->Mark(), at, "expected 1 to " + std::to_string(kMaxLeaseKeyBytes) + " bytes");
-        return std::string();
-      }
-      return value.value_or("");
-    };
-    if (key) spec.key = text(key, "key");
-    if (pattern) spec.pattern = text(pattern, "pattern");
-    for (const char* cap : {"max_keys", "max_scan_iterations"}) {
-      const Entry* e = Optional(lease, cap);
-      if (!e) continue;
-      if (!pattern) {
-        AddError(e->key.Mark(), Join(block, cap), "only valid with pattern");
-        continue;
-      }
-      const auto n = Count(*e, Join(block, cap), 1, 100000);
-      int& field = std::string(cap) == "max_keys" ? spec.max_keys : spec.max_scan_iterations;
-      field = n.value_or(field);
-    }
-  }
-
-  // The claim's metric, the label naming the lock and its value, and the token's label.
-  // Also the resource witness's query (`witness`): its url instead of a token label.
-  template <typename Spec>
-  std::optional<Fields> ParseClaimQuery(const Entry& entry, const std::string& path, Spec& spec,
-                                        bool witness = false) {
-    const std::optional<Fields> claim =
-        witness ? ReadMapping(entry, path, {"url", "metric", "lock_label", "lock"})
-                : ReadMapping(entry, path, {"metric", "lock_label", "lock", "token_label"});
-    if (!claim) return claim;
-    auto label = [&](const char* key, bool metric, std::string& field) {
-      const Entry* e = Optional(*claim, key);
-      if (!e) return;
-      const std::optional<std::string> value = String(*e, Join(path, key));
-      if (!value) return;
-      if (!IsPrometheusName(*value, metric)) {
-        AddError(e->Mark(), Join(path, key),
-                 metric ? "expected a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"
-                        : "expected a label name ([a-zA-Z_][a-zA-Z0-9_]*)");
-        return;
-      }
-      field = *value;
-    };
-    label("metric", true, spec.claim_metric);
-    label("lock_label", false, spec.lock_label);
-    label("token_label", false, spec.token_label);
-    if (!spec.token_label.empty() && spec.token_label == spec.lock_label) {
-      AddError(claim->at("token_label").Mark(), Join(path, "token_label"),
-               "must differ from lock_label");
-    }
-    if (const Entry* lock = Optional(*claim, "lock")) {
-      const std::optional<std::string> value = String(*lock, Join(path, "lock"));
-      if (value && value->empty()) AddError(lock->Mark(), Join(path, "lock"), "must not be empty");
-      if (value && !value->empty()) spec.lock = *value;
-    }
-    return claim;
-  }
-
-  // ---- etcd elections and locks: the gateway, the prefix, the claim query.
-
-  void ParseEtcdElectionBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
-                              Kind kind, ClusterSpec& cluster) {
-    const std::string block = Join(path, "etcd_election");
-    const Entry* entry = Optional(fields, "etcd_election");
-    if (entry && kind.has_value() && *kind != ClusterKind::kEtcdElection) {
-      AddError(entry->key.Mark(), block, "only valid for kind: etcd_election");
-      return;
-    }
-    if (!entry) {
-      if (kind == ClusterKind::kEtcdElection) AddError(node.Mark(), block, "required");
-      return;
-    }
-    const std::optional<Fields> election =
-        ReadMapping(*entry, block, {"endpoints", "prefix", "claim", "resource_witness"});
-    if (!election) return;
-    EtcdElectionSpec& spec = cluster.etcd_election;
-    spec.lock = cluster.name;
-    if (const Entry* endpoints = Required(*election, entry->value, block, "endpoints")) {
-      spec.endpoints = EtcdEndpoints(*endpoints, Join(block, "endpoints"));
-    }
-    if (const Entry* prefix = Required(*election, entry->value, block, "prefix")) {
-      const std::string at = Join(block, "prefix");
-      const std::optional<std::string> value = String(*prefix, at);
-      if (value && (value->empty() || value->size() > kMaxLeaseKeyBytes)) {
-        AddError(prefix->Mark(), at,
-                 "expected 1 to " + std::to_string(kMaxLeaseKeyBytes) + " bytes");
-      } else if (value) {
-        spec.prefix = *value;
-      }
-    }
-    if (const Entry* claim = Optional(*election, "claim")) {
-      ParseClaimQuery(*claim, Join(block, "claim"), spec);
-    }
-    if (const Entry* witness = Optional(*election, "resource_witness")) {
-      ParseResourceWitness(*witness, Join(block, "resource_witness"), spec);
-    }
-  }
-
-  // The resource's own report of the highest token it accepted: a metric, as the claims are,
-  // under the same rules (metric and label names, a non-empty lock).
-  void ParseResourceWitness(const Entry& entry, const std::string& path, EtcdElectionSpec& spec) {
-    EtcdElectionSpec names;
-    ResourceWitnessSpec witness;
-    names.claim_metric = witness.metric;
-    names.lock = spec.lock;
-    const std::optional<Fields> fields = ParseClaimQuery(entry, path, names, true);
-    if (!fields) return;
-    if (const Entry* url = Required(*fields, entry.value, path, "url")) {
-      witness.url = HttpUrl(*url, Join(path, "url"), false).value_or("");
-    }
-    witness.metric = names.claim_metric;
-    witness.lock_label = names.lock_label;
-    witness.lock = names.lock;
-    spec.resource_witness = std::move(witness);
-  }
-
-  // ---- Kubernetes Leases: the API server and its credentials, the Lease, the claim query.
-
-  void ParseK8sLeaseBlock(const Fields& fields, const YAML::Node& node, const std::string& path,
-                          Kind kind, ClusterSpec& cluster) {
-    const Entry* entry = Optional(fields, "k8s_lease");
-    if (entry && kind.has_value() && *kind != ClusterKind::kK8sLease) {
-      AddError(entry->key.Mark(), Join(path, "k8s_lease"), "only valid for kind: k8s_lease");
-      return;
-    }
-    if (!entry) {
-      if (kind == ClusterKind::kK8sLease)
-        AddError(node.Mark(), Join(path, "k8s_lease"), "required");
-      return;
-    }
-    const std::string block = Join(path, "k8s_lease");
-    const std::optional<Fields> lease = ReadMapping(
-        *entry, block,
-        {"api_server", "namespace", "lease", "token_file", "ca_file", "kubeconfig", "claim"});
-    if (!lease) return;
-    K8sLeaseSpec& spec = cluster.k8s_lease;
-    spec.lease = cluster.name;
-    ParseK8sLeaseSource(*lease, *entry, block, spec);
-    for (const char* key : {"namespace", "lease"}) {
-      const Entry* e = Optional(*lease, key);
-      if (!e) continue;
-      const std::optional<std::string> value = ValidName(*e, Join(block, key));
-      if (value) (std::string(key) == "lease" ? spec.lease : spec.lease_namespace) = *value;
-    }
-    spec.lock = spec.lease;
-    if (const Entry* claim = Optional(*lease, "claim")) {
-      ParseClaimQuery(*claim, Join(block, "claim"), spec);
-    }
-  }
-
-  // api_server (with token_file and ca_file, a service account's by default) or kubeconfig.
-  void ParseK8sLeaseSource(const Fields& lease, const Entry& entry, const std::string& block,
-                           K8sLeaseSpec& spec) {
-    const Entry* server = Optional(lease, "api_server");
-    const Entry* kubeconfig = Optional(lease, "kubeconfig");
-    if (server && kubeconfig) {
-      AddError(kubeconfig->key.Mark(), Join(block, "kubeconfig"),
-               "only one of api_server and kubeconfig may be set");
-    } else if (!server && !kubeconfig) {
-      AddError(entry.Mark(), Join(block, "api_server"), "required (or kubeconfig)");
-    }
-    if (server) {
-      spec.api_server = HttpUrl(*server, Join(block, "api_server"), true).value_or("");
-      if (!spec.api_server.empty() && !StartsWith(spec.api_server, "https://")) {
-        AddError(server->Mark(), Join(block, "api_server"), "expected an https:// URL");
-      }
-      spec.token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
-      spec.ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
-    }
-    for (const char* key : {"token_file", "ca_file", "kubeconfig"}) {
-      const Entry* e = Optional(lease, key);
-      if (!e) continue;
-      if (kubeconfig && std::string(key) != "kubeconfig") {
-        AddError(e->key.Mark(), Join(block, key), "not valid with kubeconfig (it names its own)");
-        continue;
-      }
-      const std::optional<std::string> value = String(*e, Join(block, key));
-      if (value && value->empty()) AddError(e->Mark(), Join(block, key), "expected a path");
-      if (!value || value->empty()) continue;
-      const std::string name = key;
-      (name == "token_file" ? spec.token_file
-       : name == "ca_file"  ? spec.ca_file
-                            : spec.kubeconfig) = *value;
-    }
-  }
-
-  MemberSpec ParseLeaseMember(const YAML::Node& node, const std::string& path, SeenNames& seen) {
-    MemberSpec member;
-    const std::optional<Fields> fields =
-        ReadMapping(node, path, {"name", "metrics_url", "identity"});
-    if (!fields) return member;
-    if (const Entry* name = Required(*fields, node, path, "name")) {
-      member.name = Name(*name, Join(path, "name"), seen, "member").value_or("");
-    }
-    if (const Entry* url = Required(*fields, node, path, "metrics_url")) {
-      member.claim_url = HttpUrl(*url, Join(path, "metrics_url"), false).value_or("");
-      member.address = member.claim_url;
-    }
-    if (const Entry* identity = Optional(*fields, "identity")) {
-      const std::optional<std::string> value = String(*identity, Join(path, "identity"));
-      if (value && (value->empty() || value->size() > kMaxLeaseKeyBytes)) {
-        AddError(identity->Mark(), Join(path, "identity"),
-                 "expected 1 to " + std::to_string(kMaxLeaseKeyBytes) + " bytes");
-      } else if (value) {
-        member.lease_identity = *value;
-      }
-    }
-    return member;
-  }
-
-  MemberSpec ParseMember(const YAML::Node& node, const std::string& path, SeenNames& seen,
-                         Kind kind) {
-    if (kind == ClusterKind::kRedis) return ParseRedisMember(node, path, seen);
-    if (kind == ClusterKind::kRedisLease || kind == ClusterKind::kK8sLease ||
-        kind == ClusterKind::kEtcdElection) {
-      return ParseLeaseMember(node, path, seen);
-    }
-    MemberSpec member;
-    const std::optional<Fields> fields =
-        ReadMapping(node, path, {"name", "dsn", "password_file", "password_env", "patroni_url"});
-    if (!fields) return member;
-    if (const Entry* name = Required(*fields, node, path, "name")) {
-      member.name = Name(*name, Join(path, "name"), seen, "member").value_or("");
-    }
-    if (const Entry* url = PatroniOnly(*fields, path, "patroni_url", kind)) {
-      member.patroni_url = HttpUrl(*url, Join(path, "patroni_url"), true).value_or("");
-    }
-    PasswordSources(*fields, path, member.password_file, member.password_env);
-    const Entry* dsn = Required(*fields, node, path, "dsn");
-    std::optional<ParsedDsn> parsed = dsn ? Dsn(*dsn, Join(path, "dsn")) : std::nullopt;
-    if (!parsed) return member;
-    member.dsn = std::move(parsed->dsn);
-    member.address = std::move(parsed->address);
-    member.inline_password = std::move(parsed->password);
-    for (const char* key : {"password_file", "password_env"}) {
-      const Entry* source = Optional(*fields, key);
-      if (member.inline_password && source) {
-        AddError(source->Mark(), Join(path, key),
-                 std::string("password given both inline in dsn and in ") + key);
-      }
-    }
-    return member;
-  }
-
   // ---- Suppressions.
 
   void ParseSuppressions(const Entry& entry, const std::string& path) {
@@ -1393,15 +454,15 @@ class ConfigParser {
     rules.allow_expired = true;
     for (size_t i = 0; i < declarations->value.size(); ++i) {
       const std::string item_path = Index(Join(path, "declarations"), i);
-      auto parsed = ParseDeclaration(declarations->value[i], file_, item_path, rules);
-      if (auto* errors = std::get_if<std::vector<ConfigError>>(&parsed)) {
-        for (auto& error : *errors) errors_.push_back(std::move(error));
+      auto parsed = ParseDeclaration(declarations->value[i], file(), item_path, rules);
+      if (auto* found = std::get_if<std::vector<ConfigError>>(&parsed)) {
+        for (auto& error : *found) errors().push_back(std::move(error));
         continue;
       }
       Declaration d = std::get<Declaration>(std::move(parsed));
       d.id = "config-" + std::to_string(i);
       d.source = "config";
-      d.origin = file_;
+      d.origin = file();
       if (d.author.empty()) d.author = "config";
       suppressions_.declarations.push_back(std::move(d));
     }
@@ -1565,8 +626,6 @@ class ConfigParser {
     }
   }
 
-  std::string file_;
-  std::vector<ConfigError> errors_;
   std::vector<ClusterSpec> clusters_;
   AlertingSpec alerting_;
   SuppressionsSpec suppressions_;
@@ -1626,23 +685,6 @@ ConfigResult LoadConfig(const std::string& path) {
 
 ConfigResult ParseConfig(const std::string& yaml_text, const std::string& file) {
   return ConfigParser(file).Parse(yaml_text);
-}
-
-std::optional<Millis> ParseDuration(const std::string& text) {
-  std::optional<Millis> d = ParseDurationOrZero(text);
-  if (d && d->count() == 0) return std::nullopt;
-  return d;
-}
-
-std::string FormatDuration(Millis d) {
-  if (d.count() <= 0) return d.count() == 0 ? "0s" : "-" + FormatDuration(-d);
-  std::string out;
-  Millis::rep rest = d.count();
-  for (const Unit& unit : kUnits) {
-    if (rest >= unit.ms) out += std::to_string(rest / unit.ms) + unit.suffix;
-    rest %= unit.ms;
-  }
-  return out;
 }
 
 std::variant<std::optional<std::string>, std::string> ResolvePassword(const MemberSpec& member) {

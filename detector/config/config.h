@@ -39,10 +39,6 @@ struct MemberSpec {
   std::string lease_identity;
 };
 
-/// What kind of cluster this is: plain PostgreSQL, Patroni with its lock in etcd, or a Redis
-/// replication group whose record Sentinel keeps.
-enum class ClusterKind { kPostgres, kPatroni, kRedis, kRedisLease, kK8sLease, kEtcdElection };
-
 /// A Redis replication group under Sentinel (the cluster's `redis:` block). Members are Redis
 /// servers (`address: host:port`); the sentinels keep the record of which one is master.
 /// TLS to the Redis servers and sentinels of a `redis:` block (`tls: true`): the peer's
@@ -181,7 +177,9 @@ struct ClusterSpec {
   std::string system_identifier;
   std::vector<MemberSpec> members;
 
-  ClusterKind kind = ClusterKind::kPostgres;
+  /// What kind of cluster this is, as `kind:` spells it ("postgres", "patroni", "redis", ...):
+  /// one of the kinds in detector/config/kinds/kinds.cpp.
+  std::string kind = "postgres";
   /// Patroni: the scope (cluster name in the DCS); the namespace prefix, "/service" by default.
   std::string scope;
   std::string dcs_namespace = "/service";

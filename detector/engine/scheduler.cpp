@@ -264,33 +264,30 @@ std::string EtcdElectionRecord(const ClusterSpec& spec) {
 // keeps its record (none when the members' claims are all there is) and where that store
 // keeps it.
 struct BuiltInKind {
-  ClusterKind kind;
   const char* name;
   std::unique_ptr<MemberProbe> (*member)(const ClusterSpec&, const MemberSpec&);
   std::unique_ptr<LockStore> (*store)(const ClusterSpec&);
   std::string (*record)(const ClusterSpec&);
 };
 
-// The registry of built-in kinds, one line each: the only place below the config that tells
-// kinds apart. Everything else sees what a cluster has (a store, a scope, managers).
+// The registry of built-in kinds, one line each, keyed by the name `kind:` spells (the config's
+// table, detector/config/kinds/kinds.cpp): the only place below the config that tells kinds
+// apart. Everything else sees what a cluster has (a store, a scope, managers).
 constexpr BuiltInKind kBuiltInKinds[] = {
-    {ClusterKind::kPostgres, "postgres", PostgresMember, nullptr, nullptr},
-    {ClusterKind::kPatroni, "patroni", PostgresMember, PatroniEtcdStore, PatroniLeaderKey},
-    {ClusterKind::kRedis, "redis", RedisMember, RedisSentinelStore, RedisSentinelRecord},
-    {ClusterKind::kRedisLease, "redis_lease", LeaseClaimMember, RedisLeaseKeyStore,
-     RedisLeaseRecord},
-    {ClusterKind::kK8sLease, "k8s_lease", K8sLeaseClaimMember, K8sLeaseObjectStore,
-     K8sLeaseObjectRecord},
-    {ClusterKind::kEtcdElection, "etcd_election", ElectionClaimMember, EtcdElectionKeyStore,
-     EtcdElectionRecord},
+    {"postgres", PostgresMember, nullptr, nullptr},
+    {"patroni", PostgresMember, PatroniEtcdStore, PatroniLeaderKey},
+    {"redis", RedisMember, RedisSentinelStore, RedisSentinelRecord},
+    {"redis_lease", LeaseClaimMember, RedisLeaseKeyStore, RedisLeaseRecord},
+    {"k8s_lease", K8sLeaseClaimMember, K8sLeaseObjectStore, K8sLeaseObjectRecord},
+    {"etcd_election", ElectionClaimMember, EtcdElectionKeyStore, EtcdElectionRecord},
 };
 
 const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {
   for (const BuiltInKind& kind : kBuiltInKinds) {
-    if (kind.kind == spec.kind) return kind;
+    if (spec.kind == kind.name) return kind;
   }
   // A kind the config parses but nobody registered: it keeps no record, and its name says so.
-  static constexpr BuiltInKind kUnregistered{{}, "unregistered", PostgresMember, nullptr, nullptr};
+  static constexpr BuiltInKind kUnregistered{"unregistered", PostgresMember, nullptr, nullptr};
   return kUnregistered;
 }
 

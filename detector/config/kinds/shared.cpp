@@ -1,0 +1,72 @@
+#include "detector/config/kinds/shared.h"
+
+#include <algorithm>
+
+#include "detector/config/kinds/kinds.h"
+
+namespace sbd {
+namespace kind_parsing {
+
+using namespace cfg;
+
+std::optional<std::string> RedisAddress(ConfigReader& r, const Entry& entry,
+                                        const std::string& path) {
+  const std::optional<std::string> text = r.String(entry, path);
+  if (!text) return std::nullopt;
+  const HostPort at = SplitHostPort(*text, "");
+  const bool digits = !at.port.empty() && at.port.size() <= 5 &&
+                      std::all_of(at.port.begin(), at.port.end(), IsDigit);
+  const long port = digits ? std::stol(at.port) : 0;
+  if (at.host.empty() || port < 1 || port > 65535 ||
+      at.host.find_first_of(" \t\r\n/") != std::string::npos) {
+    r.AddError(entry.Mark(), path, "expected host:port");
+    return std::nullopt;
+  }
+  return *text;
+}
+
+std::vector<std::string> EtcdEndpoints(ConfigReader& r, const Entry& endpoints,
+                                       const std::string& path) {
+  std::vector<std::string> urls;
+  if (!r.NonEmptySequence(endpoints, path, "endpoint")) return urls;
+  for (size_t i = 0; i < endpoints.value.size(); ++i) {
+    const std::optional<std::string> url =
+        r.HttpUrl(r.Item(endpoints.value[i]), Index(path, i), true);
+    if (url) urls.push_back(*url);
+  }
+  return urls;
+}
+
+}  // namespace kind_parsing
+
+using namespace cfg;
+using namespace kind_parsing;
+
+// The candidates of redis_lease, k8s_lease and etcd_election: where each exports its claim,
+// and the value it writes into the record, if any.
+MemberSpec ParseClaimMember(ConfigReader& r, const ClusterContext&, const ClusterSpec&,
+                            const YAML::Node& node, const std::string& path, SeenNames& seen) {
+  MemberSpec member;
+  const std::optional<Fields> fields =
+      r.ReadMapping(node, path, {"name", "metrics_url", "identity"});
+  if (!fields) return member;
+  if (const Entry* name = r.Required(*fields, node, path, "name")) {
+    member.name = r.Name(*name, Join(path, "name"), seen, "member").value_or("");
+  }
+  if (const Entry* url = r.Required(*fields, node, path, "metrics_url")) {
+    member.claim_url = r.HttpUrl(*url, Join(path, "metrics_url"), false).value_or("");
+    member.address = member.claim_url;
+  }
+  if (const Entry* identity = r.Optional(*fields, "identity")) {
+    const std::optional<std::string> value = r.String(*identity, Join(path, "identity"));
+    if (value && (value->empty() || value->size() > kMaxLeaseKeyBytes)) {
+      r.AddError(identity->Mark(), Join(path, "identity"),
+                 "expected 1 to " + std::to_string(kMaxLeaseKeyBytes) + " bytes");
+    } else if (value) {
+      member.lease_identity = *value;
+    }
+  }
+  return member;
+}
+
+}  // namespace sbd

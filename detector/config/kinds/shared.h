@@ -1,0 +1,70 @@
+#pragma once
+
+// Readers more than one kind uses: Redis addresses (redis, redis_lease), etcd gateway endpoints
+// (patroni, etcd_election) and the claim query of the application lease kinds.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "detector/config/config_reader.h"
+
+namespace sbd {
+namespace kind_parsing {
+
+using Entry = ConfigReader::Entry;
+using Fields = ConfigReader::Fields;
+using SeenNames = ConfigReader::SeenNames;
+
+// Application leases: the longest key, pattern, prefix or identity accepted.
+constexpr size_t kMaxLeaseKeyBytes = 1024;
+
+/// host:port of a Redis server or sentinel, with a port in 1-65535.
+std::optional<std::string> RedisAddress(ConfigReader& r, const Entry& entry,
+                                        const std::string& path);
+
+/// A non-empty list of etcd v3 JSON gateway URLs.
+std::vector<std::string> EtcdEndpoints(ConfigReader& r, const Entry& endpoints,
+                                       const std::string& path);
+
+/// The claim's metric, the label naming the lock and its value, and the token's label.
+/// Also the resource witness's query (`witness`): its url instead of a token label.
+template <typename Spec>
+std::optional<Fields> ParseClaimQuery(ConfigReader& r, const Entry& entry, const std::string& path,
+                                      Spec& spec, bool witness = false) {
+  const std::optional<Fields> claim =
+      witness ? r.ReadMapping(entry, path, {"url", "metric", "lock_label", "lock"})
+              : r.ReadMapping(entry, path, {"metric", "lock_label", "lock", "token_label"});
+  if (!claim) return claim;
+  auto label = [&](const char* key, bool metric, std::string& field) {
+    const Entry* e = r.Optional(*claim, key);
+    if (!e) return;
+    const std::optional<std::string> value = r.String(*e, cfg::Join(path, key));
+    if (!value) return;
+    if (!cfg::IsPrometheusName(*value, metric)) {
+      r.AddError(e->Mark(), cfg::Join(path, key),
+                 metric ? "expected a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"
+                        : "expected a label name ([a-zA-Z_][a-zA-Z0-9_]*)");
+      return;
+    }
+    field = *value;
+  };
+  label("metric", true, spec.claim_metric);
+  label("lock_label", false, spec.lock_label);
+  label("token_label", false, spec.token_label);
+  if (!spec.token_label.empty() && spec.token_label == spec.lock_label) {
+    r.AddError(claim->at("token_label").Mark(), cfg::Join(path, "token_label"),
+               "must differ from lock_label");
+  }
+  if (const Entry* lock = r.Optional(*claim, "lock")) {
+    const std::optional<std::string> value = r.String(*lock, cfg::Join(path, "lock"));
+    if (value && value->empty()) {
+      r.AddError(lock->Mark(), cfg::Join(path, "lock"), "must not be empty");
+    }
+    if (value && !value->empty()) spec.lock = *value;
+  }
+  return claim;
+}
+
+}  // namespace kind_parsing
+}  // namespace sbd
