@@ -396,7 +396,6 @@ void ClusterDeclarations(const json& cluster, const json& status, WallClock::tim
   out << "</ul>";
 }
 
-// What else the cluster's evidence says that needs a human: forks, members never probed.
 // " and N more" when a fork names only the first of its other owners.
 std::string MoreForkPartners(const json& fork) {
   const json& with = Field(fork, "with");
@@ -406,6 +405,7 @@ std::string MoreForkPartners(const json& fork) {
   return " and " + std::to_string(total.get<size_t>() - named) + " more";
 }
 
+// What else the cluster's evidence says that needs a human: forks, members never probed.
 void ClusterNotes(const json& cluster, std::ostream& out) {
   if (Bool(cluster, "suppressed_split_brain")) {
     out << "<p class=\"alert crit\"><b>A confirmed split brain is suppressed</b> by a declared "
