@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "detector/config/config.h"
+#include "detector/config/kinds/kinds.h"
 #include "detector/engine/scheduler.h"
 #include "detector/output/metrics.h"
 #include "detector/output/status.h"
@@ -691,6 +692,19 @@ TEST_CASE("engine: Wake runs a round at once and follows up until one holder rem
   CHECK(c.follow_up_rounds + 1 == c.rounds);
   CHECK(c.overruns == 0);
   CHECK(c.assessment.verdict == Verdict::kHealthy);
+}
+
+TEST_CASE("engine: the kinds the config parses are exactly the kinds with registered probes",
+          "[engine][kinds]") {
+  // A kind in the config's table but not in the engine's registry would parse and then run
+  // as "unregistered", keeping no lock record: the two tables must name the same kinds.
+  std::vector<std::string> parsed;
+  for (const KindConfig& kind : Kinds()) parsed.emplace_back(kind.name);
+  std::vector<std::string> registered = BuiltInKindNames();
+  std::sort(parsed.begin(), parsed.end());
+  std::sort(registered.begin(), registered.end());
+  CHECK(parsed.size() == Kinds().size());
+  CHECK(registered == parsed);
 }
 
 TEST_CASE("engine: a follow-up ends when its window has passed, settled or not",

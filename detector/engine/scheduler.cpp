@@ -293,6 +293,12 @@ const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {
 
 }  // namespace
 
+std::vector<std::string> BuiltInKindNames() {
+  std::vector<std::string> names;
+  for (const BuiltInKind& kind : kBuiltInKinds) names.emplace_back(kind.name);
+  return names;
+}
+
 ProbeFactory BuiltInMemberProbeFactory() {
   return [](const ClusterSpec& cluster, const MemberSpec& member) {
     return BuiltInKindOf(cluster).member(cluster, member);
@@ -1229,6 +1235,12 @@ void Scheduler::RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallCloc
     if (state.spec.ttl_from_dcs && view->config_ttl && *view->config_ttl > 0) {
       state.spec.ttl = Millis(*view->config_ttl * 1000);
       if (state.spec.probe_interval > state.spec.ttl / 3) {
+        // Said once per change, so an operator who set probe_interval knows it was lowered.
+        spdlog::warn(
+            "cluster={} msg=\"probe_interval lowered to ttl/10: Patroni's ttl is below three "
+            "intervals\" ttl={}ms probe_interval={}ms was={}ms",
+            state.spec.name, state.spec.ttl.count(), (state.spec.ttl / 10).count(),
+            state.spec.probe_interval.count());
         state.spec.probe_interval = state.spec.ttl / 10;
         state.spec.probe_timeout = std::min(state.spec.probe_timeout, state.spec.probe_interval);
       }

@@ -35,6 +35,10 @@ ProbeFactory PostgresProbeFactory();
 /// kinds (a PostgresProbe for postgres and patroni, a RedisProbe for redis).
 ProbeFactory BuiltInMemberProbeFactory();
 
+/// The kinds the engine has probes for, in registry order: each must be a kind the config's
+/// table (detector/config/kinds/kinds.cpp) parses, and the other way round (a unit test pins it).
+std::vector<std::string> BuiltInKindNames();
+
 /// Builds the lock store of a cluster, or nullptr when its kind keeps no lock record (plain
 /// PostgreSQL); the scheduler owns what it returns.
 using LockStoreFactory = std::function<std::unique_ptr<LockStore>(const ClusterSpec&)>;
