@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -31,10 +32,7 @@ class Family {
     family_.type = type;
   }
   void Add(std::vector<ClientMetric::Label> labels, double value) {
-    // A repeated label set would make the whole scrape fail; the first one stands.
-    std::string key;
-    for (const auto& l : labels) key += l.name + '\0' + l.value + '\0';
-    if (!seen_.insert(key).second) return;
+    hashes_.push_back({HashOf(labels), family_.metric.size()});
     ClientMetric metric;
     metric.label = std::move(labels);
     if (family_.type == MetricType::Counter) {
@@ -44,11 +42,58 @@ class Family {
     }
     family_.metric.push_back(std::move(metric));
   }
-  MetricFamily Take() { return std::move(family_); }
+  /// The family, each label set once: a repeated one would make the whole scrape fail, so the
+  /// first stands. Checked here, once, by sorting the label sets' hashes: a scrape of 10,000
+  /// members adds about 170,000 series, and a set of keys built per series cost more than
+  /// the rest of the family.
+  MetricFamily Take() {
+    std::sort(hashes_.begin(), hashes_.end());
+    std::vector<bool> repeated(family_.metric.size(), false);
+    for (size_t i = 0; i < hashes_.size(); ++i) {
+      for (size_t j = i + 1; j < hashes_.size() && hashes_[j].first == hashes_[i].first; ++j) {
+        // Same hash: drop the later series only when its labels really are the same.
+        const auto& earlier = family_.metric[hashes_[i].second].label;
+        if (!repeated[hashes_[i].second] && SameLabels(earlier, hashes_[j].second)) {
+          repeated[hashes_[j].second] = true;
+        }
+      }
+    }
+    if (std::find(repeated.begin(), repeated.end(), true) != repeated.end()) {
+      std::vector<ClientMetric> kept;
+      for (size_t i = 0; i < family_.metric.size(); ++i) {
+        if (!repeated[i]) kept.push_back(std::move(family_.metric[i]));
+      }
+      family_.metric = std::move(kept);
+    }
+    hashes_.clear();
+    return std::move(family_);
+  }
 
  private:
+  static std::uint64_t HashOf(const std::vector<ClientMetric::Label>& labels) {
+    std::uint64_t hash = 1469598103934665603ull;  // FNV-1a, with a separator after each field
+    auto mix = [&hash](const std::string& text) {
+      for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+      hash = (hash ^ 0xffu) * 1099511628211ull;
+    };
+    for (const auto& l : labels) {
+      mix(l.name);
+      mix(l.value);
+    }
+    return hash;
+  }
+  bool SameLabels(const std::vector<ClientMetric::Label>& labels, size_t other) const {
+    const auto& theirs = family_.metric[other].label;
+    if (labels.size() != theirs.size()) return false;
+    for (size_t i = 0; i < labels.size(); ++i) {
+      if (labels[i].name != theirs[i].name || labels[i].value != theirs[i].value) return false;
+    }
+    return true;
+  }
+
   MetricFamily family_;
-  std::set<std::string> seen_;
+  /// Each series' label hash and its index in family_.metric.
+  std::vector<std::pair<std::uint64_t, size_t>> hashes_;
 };
 
 // The detector's own health: internal errors and discovery's limits.
@@ -639,8 +684,7 @@ std::vector<MetricFamily> DetectorCollector::Collect() const {
 }
 
 std::string RenderMetrics(const prometheus::Collectable& collectable) {
-  prometheus::TextSerializer serializer;
-  return serializer.Serialize(collectable.Collect());
+  return prometheus::TextSerializer().Serialize(collectable.Collect());
 }
 
 }  // namespace sbd
