@@ -4,9 +4,9 @@
 //          for the detector and for postgres_exporter + Prometheus + the two published rules;
 //   cost   CPU seconds and peak memory per 1,000 member-probes: the detector against one
 //          postgres_exporter per member scraped every second;
-//   scale  the detector probing 100 / 1,000 / 5,000 members at a 1 s interval through pgbouncer
-//          onto two real PostgreSQL servers: CPU, RSS, round-start jitter, probe latency and the
-//          cost of a full /metrics scrape;
+//   scale  the detector probing 100 / 1,000 / 5,000 members at a 1 s interval (or
+//          --scale-interval) through pgbouncer onto two real PostgreSQL servers: CPU, RSS,
+//          round-start jitter, probe latency and the cost of a full /metrics scrape;
 //   redis  time from a Redis replica promoted by hand under Sentinel to the page, for the
 //          detector and for redis_exporter + Prometheus + count(redis_instance_info{...}) > 1.
 //
@@ -69,6 +69,7 @@ struct Options {
   int redis_trials = 3;
   std::vector<int> scale = {100, 1000, 5000};
   int scale_seconds = 30;  // each of the two windows (without and with /metrics scrapes)
+  int scale_interval = 1;  // the scale part's probe interval, seconds (ttl: ten of them)
   int scrape_every = 2;    // seconds between /metrics scrapes in the second window
   int cost_members = 20;   // members (and exporters) of the cost part
   int cost_seconds = 60;   // the cost window
@@ -90,7 +91,8 @@ struct Options {
   std::cerr << "splitbrain-bench: " << error << "\n"
             << "usage: splitbrain-bench [--smoke] [--parts=page,cost,scale,redis] [--trials=N]\n"
                "         [--redis-trials=N] [--transitions=N]\n"
-               "         [--scale=100,1000,5000] [--scale-seconds=S] [--scrape-every=S]\n"
+               "         [--scale=100,1000,5000] [--scale-seconds=S] [--scale-interval=S] "
+               "[--scrape-every=S]\n"
                "         [--cost-members=N] [--cost-seconds=S] [--bouncers=N]\n"
                "         [--cluster-size=N] [--layouts=shared,replicas]\n"
                "         [--bouncer-auth=scram-sha-256|md5] [--json=FILE]\n"
@@ -146,6 +148,8 @@ Options ParseOptions(int argc, char** argv) {
       for (const auto& n : Split(value)) o.scale.push_back(std::stoi(n));
     } else if (key == "--scale-seconds") {
       o.scale_seconds = number();
+    } else if (key == "--scale-interval") {
+      o.scale_interval = number();
     } else if (key == "--scrape-every") {
       o.scrape_every = number();
     } else if (key == "--cost-members") {
@@ -619,9 +623,10 @@ std::string MemberYaml(const std::string& name, const std::string& dsn,
          "\"\n        password_file: " + password_file + "\n";
 }
 
-std::string ClusterYaml(const std::string& name) {
-  return "  - name: " + name +
-         "\n    ttl: 10s\n    probe_interval: 1s\n    probe_timeout: 800ms\n    members:\n";
+std::string ClusterYaml(const std::string& name, int interval_s = 1) {
+  return "  - name: " + name + "\n    ttl: " + std::to_string(10 * interval_s) +
+         "s\n    probe_interval: " + std::to_string(interval_s) +
+         "s\n    probe_timeout: 800ms\n    members:\n";
 }
 
 double SumProbes(const std::string& metrics) {
@@ -735,7 +740,7 @@ json ScaleOne(const Options& o, PgPair& pg, const std::vector<std::unique_ptr<Bo
   for (int c = 0; c < clusters; ++c) {
     char name[16];
     std::snprintf(name, sizeof name, "c%05d", c + 1);
-    yaml += ClusterYaml(name);
+    yaml += ClusterYaml(name, o.scale_interval);
     const Bouncer& b = *bouncers[c % bouncers.size()];
     for (int m = 0; m < size && written < members; ++m, ++written) {
       // m1 is the primary; the others are the replica, each through its own alias so that
@@ -857,8 +862,11 @@ json ScaleOne(const Options& o, PgPair& pg, const std::vector<std::unique_ptr<Bo
     }
     for (const auto& [ignored, points] : segments) {
       double anchor = 1e300;
-      for (const auto& [k, start] : points) anchor = std::min(anchor, start - k);
-      for (const auto& [k, start] : points) jitter_ms.push_back((start - k - anchor) * 1000);
+      const double interval = o.scale_interval;
+      for (const auto& [k, start] : points) anchor = std::min(anchor, start - k * interval);
+      for (const auto& [k, start] : points) {
+        jitter_ms.push_back((start - k * interval - anchor) * 1000);
+      }
     }
   }
   std::vector<double> latency_ms;
@@ -868,6 +876,7 @@ json ScaleOne(const Options& o, PgPair& pg, const std::vector<std::unique_ptr<Bo
   json out = {{"members", members},
               {"clusters", clusters},
               {"cluster_size", size},
+              {"probe_interval_s", o.scale_interval},
               {"layout", layout},
               {"bouncer_auth", o.bouncer_auth},
               {"bouncers", bouncers.size()},
