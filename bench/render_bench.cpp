@@ -5,6 +5,7 @@
 // (the exporter's path), and the resident memory of the process. Prints one line per figure.
 //
 //   splitbrain-render-bench [--members=N] [--scrapes=N] [--shared-lineage]
+//   SBD_DUMP=FILE writes the last /metrics body to FILE, to see what a scrape holds.
 #include <sys/resource.h>
 
 #include <algorithm>
