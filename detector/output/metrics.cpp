@@ -50,12 +50,11 @@ class Family {
     std::sort(hashes_.begin(), hashes_.end());
     std::vector<bool> repeated(family_.metric.size(), false);
     for (size_t i = 0; i < hashes_.size(); ++i) {
+      if (repeated[hashes_[i].second]) continue;  // its first appearance drops the others
+      const auto& first = family_.metric[hashes_[i].second].label;
       for (size_t j = i + 1; j < hashes_.size() && hashes_[j].first == hashes_[i].first; ++j) {
         // Same hash: drop the later series only when its labels really are the same.
-        const auto& earlier = family_.metric[hashes_[i].second].label;
-        if (!repeated[hashes_[i].second] && SameLabels(earlier, hashes_[j].second)) {
-          repeated[hashes_[j].second] = true;
-        }
+        if (SameLabels(first, hashes_[j].second)) repeated[hashes_[j].second] = true;
       }
     }
     if (std::find(repeated.begin(), repeated.end(), true) != repeated.end()) {
