@@ -169,6 +169,32 @@ struct Environment {
     return body.empty() ? nlohmann::json() : nlohmann::json::parse(body)["clusters"][0];
   }
   std::string Verdict() const { return Status().value("verdict", ""); }
+
+  /// A scenario's precondition, whatever ran before it (or nothing): the cluster healed and
+  /// streaming, then the detector's verdict healthy. Returns the instant that held, from which
+  /// the scenario counts what it causes. Throws past the deadline.
+  std::chrono::steady_clock::time_point Settle(
+      std::chrono::seconds deadline = std::chrono::seconds(120)) {
+    cluster->Heal();
+    if (!WaitFor([&] { return Verdict() == "healthy"; }, deadline)) {
+      throw std::runtime_error("detector not healthy:\n" + Status().dump(2));
+    }
+    return std::chrono::steady_clock::now();
+  }
+
+  /// Names of the alerts delivered firing after `since`.
+  std::vector<std::string> FiringSince(std::chrono::steady_clock::time_point since) const {
+    std::vector<std::string> out;
+    for (const auto& d : webhook->Deliveries()) {
+      if (d.at < since || !d.body.contains("alerts")) continue;
+      for (const auto& alert : d.body["alerts"]) {
+        if (alert.value("status", "") == "firing") {
+          out.push_back(alert["labels"].value("alertname", ""));
+        }
+      }
+    }
+    return out;
+  }
   std::string Metrics() const { return HttpGet(port, "/metrics"); }
 
   /// Deliveries after `since` that carry an alert named `alertname` with `status`.
