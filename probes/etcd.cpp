@@ -1,5 +1,6 @@
 #include "probes/etcd.h"
 
+#include "detector/common/network_text.h"
 #include "probes/etcd_watch.h"
 #include "probes/http_json.h"
 #include "probes/json_fields.h"
@@ -48,7 +49,7 @@ void ReadMember(const std::string& name, const std::string& value, DcsView* view
     return;
   }
   DcsMember member;
-  member.name = name;
+  member.name = NetworkName(name);
   JsonFields fields(data, where);
   fields.String("conn_url", &member.conn_url)
       .String("api_url", &member.api_url)
@@ -96,7 +97,7 @@ std::optional<ProbeFailure> ReadKey(const nlohmann::json& kv, const std::string&
   if (key->rfind(prefix, 0) != 0) return std::nullopt;
   const std::string name = key->substr(prefix.size());
   if (name == "leader") {
-    view->holder = *value;
+    view->holder = NetworkName(*value);
     view->mod_revision = mod_revision;
     view->lease_id = std::to_string(lease);
   } else if (name == "initialize") {

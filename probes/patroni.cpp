@@ -1,5 +1,6 @@
 #include "probes/patroni.h"
 
+#include "detector/common/network_text.h"
 #include "probes/http_json.h"
 #include "probes/json_fields.h"
 
@@ -40,6 +41,8 @@ std::variant<PatroniReading, ProbeFailure> PatroniRestProbe::ParsePatroni(
     JsonFields identity(*patroni, "/patroni: patroni");
     identity.String("scope", &reading.scope).String("name", &reading.name);
     if (identity.error()) return Malformed(*identity.error());
+    reading.scope = NetworkName(reading.scope);
+    reading.name = NetworkName(reading.name);
   }
   // Patroni 3.0 reports its scope but not its own name here (later releases add it).
   if (reading.scope.empty()) return Malformed("/patroni: no patroni.scope");
@@ -67,6 +70,7 @@ std::optional<ProbeFailure> PatroniRestProbe::ParseCluster(const nlohmann::json&
         .Int64("timeline", &member.timeline, 0, kMaxTimeline);
     if (m.error()) return Malformed(*m.error());
     member.role = NormalizeRole(member.role);
+    member.name = NetworkName(member.name);
     if (member.name.empty()) return Malformed("/cluster: a member has no name");
     if (member.role == "leader" || member.role == "standby_leader") leader = member.name;
     found.push_back(std::move(member));

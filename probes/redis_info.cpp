@@ -6,6 +6,8 @@
 #include <map>
 #include <optional>
 
+#include "detector/common/network_text.h"
+
 namespace sbd {
 namespace {
 
@@ -129,7 +131,7 @@ std::variant<SentinelView, std::string> ParseSentinelMaster(const std::vector<st
     return "get-master-addr-by-name: not an address: \"" + Excerpt(addr[0]) + "\"";
   }
   SentinelView view;
-  view.address = addr[0] + ":" + std::to_string(*port);
+  view.address = NetworkName(addr[0]) + ":" + std::to_string(*port);
   if (fields.size() % 2 != 0) return std::string("SENTINEL master: odd field list");
   bool have_epoch = false;
   for (size_t i = 0; i + 1 < fields.size(); i += 2) {

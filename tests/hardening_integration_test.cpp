@@ -5,12 +5,17 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "detector/common/json_text.h"
+#include "detector/common/network_text.h"
 #include "detector/config/config.h"
 #include "detector/engine/scheduler.h"
 #include "detector/output/alerts.h"
+#include "detector/output/metrics.h"
+#include "detector/output/status.h"
 #include "probes/http_json.h"
 #include "probes/postgres.h"
 #include "probes/postgres_async.h"
+#include "tests/support/files.h"
 #include "tests/support/patroni_sandbox.h"
 #include "tests/support/pg_sandbox.h"
 #include "tests/support/process.h"
@@ -234,6 +239,60 @@ TEST_CASE(
     INFO(obs.failure()->message);
     CHECK(obs.failure()->message.find("channel binding") != std::string::npos);
     CHECK(obs.failure()->message.find(PgSandbox::kMonitorPassword) == std::string::npos);
+  }
+}
+
+TEST_CASE(
+    "discovery: a member registered under a name with invalid UTF-8 leaves the scrape valid "
+    "for promtool, and the etcd password shows nowhere",
+    "[hardening]") {
+  PgSandbox sandbox;
+  sbd::testing::TempDir dir;
+  EtcdServer etcd(dir.path() + "/etcd");
+  PgInstance& a = sandbox.StartPrimary("pg-a");
+  PgInstance& b = sandbox.StartReplica("pg-b", a);
+  const std::string raw = "bad\xff\xfename";
+  Put(etcd, "/service/s/leader", "pg-a");
+  Put(etcd, "/service/s/members/" + raw,
+      MemberKey("postgres://splitbrain@127.0.0.1:" + std::to_string(b.port()) + "/postgres"));
+  // The endpoint as an operator may write it, credentials inline.
+  std::string yaml = DiscoveringCluster(sandbox, etcd, a, "");
+  const std::string endpoint = etcd.endpoint();
+  REQUIRE(endpoint.rfind("http://", 0) == 0);
+  yaml.replace(yaml.find(endpoint), endpoint.size(),
+               "http://root:Etcd-S3cret@" + endpoint.substr(7) + "/?token=Etcd-T0ken");
+  Scheduler scheduler(MustParse(yaml));
+  scheduler.RunOnce();  // reads the DCS and adopts the member for the next round
+  scheduler.RunOnce();
+  const std::vector<ClusterSnapshot> clusters = scheduler.Snapshot();
+  const ClusterSnapshot& c = clusters.front();
+  INFO(c.assessment.summary);
+  std::string name;
+  for (const std::string& n : MemberNames(c)) {
+    if (n.rfind("bad", 0) == 0) name = n;
+  }
+  REQUIRE(!name.empty());
+  CHECK(name == NetworkName(raw));
+  CHECK(c.history.members.at(name).last_reading.has_value());  // probed like any other
+  REQUIRE(c.last_good_dcs.has_value());
+  CHECK(c.assessment.verdict == Verdict::kHealthy);
+
+  const std::string metrics =
+      RenderMetrics(DetectorCollector([&] { return scheduler.Snapshot(); }, nullptr));
+  CHECK(IsValidUtf8(metrics, metrics.size()));
+  CHECK(metrics.find("member=\"" + name + "\"") != std::string::npos);
+  const std::string file = dir.path() + "/metrics.txt";
+  sbd::testing::WriteFile(file, metrics, 0600);
+  auto lint = sbd::testing::RunCommand({"sh", "-c", "promtool check metrics < " + file});
+  INFO(lint.output);
+  CHECK(lint.exit_code == 0);
+
+  const std::string status = JsonText(StatusJson(clusters));
+  CHECK(IsValidUtf8(status, status.size()));
+  CHECK(nlohmann::json::parse(status)["clusters"][0]["lock"]["endpoint"] == endpoint + "/");
+  for (const std::string& shown : {metrics, status, StatusText(clusters)}) {
+    CHECK(shown.find("Etcd-S3cret") == std::string::npos);
+    CHECK(shown.find("Etcd-T0ken") == std::string::npos);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "detector/common/network_text.h"
 #include "detector/config/config.h"
 #include "detector/config/file_sd.h"
 #include "probes/etcd.h"
@@ -12,6 +13,7 @@
 #include "probes/json_fields.h"
 #include "probes/patroni.h"
 #include "probes/postgres.h"
+#include "probes/redis_info.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 
@@ -359,6 +361,91 @@ TEST_CASE("timeline history: a file over the size limit is refused, not truncate
   auto parsed = ParseTimelineHistory(huge, 2);
   REQUIRE(std::holds_alternative<std::string>(parsed));
   CHECK(std::get<std::string>(parsed) == "the history file is larger than 65536 bytes");
+}
+
+}  // namespace sbd
+
+namespace sbd {
+
+TEST_CASE(
+    "NetworkName: a clean name stays; invalid, control and long ones become valid, bounded "
+    "and still distinct",
+    "[parse]") {
+  CHECK(NetworkName("pg-1") == "pg-1");
+  CHECK(NetworkName("caf\xc3\xa9-\xe2\x82\xac") == "caf\xc3\xa9-\xe2\x82\xac");
+  const std::string bad = NetworkName("bad\xff\xfename");
+  CHECK(bad.rfind("bad\xef\xbf\xbd\xef\xbf\xbdname~", 0) == 0);
+  CHECK(bad.size() == std::string("bad\xef\xbf\xbd\xef\xbf\xbdname~").size() + 8);
+  CHECK(IsValidUtf8(bad, kMaxNetworkNameBytes));
+  CHECK(bad == NetworkName("bad\xff\xfename"));  // the holder still matches its member
+  CHECK(bad != NetworkName("bad\xfe\xffname"));  // two raw names stay two names
+  CHECK(NetworkName("a\nb").rfind("a\xef\xbf\xbd"
+                                  "b~",
+                                  0) == 0);  // no control characters
+  const std::string long_name = NetworkName(std::string(5000, 'x'));
+  CHECK(long_name.size() <= kMaxNetworkNameBytes);
+  CHECK(long_name.find("x\xe2\x80\xa6~") != std::string::npos);  // cut, with the marker
+  CHECK(long_name != NetworkName(std::string(5001, 'x')));
+}
+
+TEST_CASE("etcd parser: a member name and holder with invalid UTF-8 are made valid and still match",
+          "[parse]") {
+  const std::string raw = "bad\xff\xfename";
+  auto result =
+      Range({{"kvs",
+              {Kv("leader", raw),
+               Kv("members/" + raw, R"({"conn_url":"postgres://10.0.0.1:5432/postgres"})")}}});
+  REQUIRE(std::holds_alternative<DcsView>(result));
+  const DcsView& view = std::get<DcsView>(result);
+  REQUIRE(view.members.size() == 1);
+  CHECK(IsValidUtf8(view.members[0].name, kMaxNetworkNameBytes));
+  CHECK(IsValidUtf8(view.holder, kMaxNetworkNameBytes));
+  CHECK(view.members[0].name == view.holder);
+  CHECK(view.members[0].name == NetworkName(raw));
+}
+
+TEST_CASE("patroni parser: member names, scope and name with invalid UTF-8 are made valid",
+          "[parse]") {
+  nlohmann::json body = PatroniWith("state", "running");
+  body["patroni"]["scope"] = std::string("de\xffmo");
+  auto own = PatroniRestProbe::ParsePatroni(body);
+  // nlohmann keeps the bytes as given; the parser makes them a name.
+  REQUIRE(std::holds_alternative<PatroniReading>(own));
+  PatroniReading reading = std::get<PatroniReading>(own);
+  CHECK(reading.scope == NetworkName("de\xffmo"));
+  nlohmann::json cluster = {
+      {"members", {{{"name", std::string("pg\xfe")}, {"role", "leader"}, {"state", "running"}}}}};
+  REQUIRE_FALSE(PatroniRestProbe::ParseCluster(cluster, &reading));
+  REQUIRE(reading.cluster_members.size() == 1);
+  CHECK(reading.cluster_members[0].name == NetworkName("pg\xfe"));
+  CHECK(reading.cluster_leader == NetworkName("pg\xfe"));
+}
+
+TEST_CASE("sentinel parser: a master address with invalid UTF-8 is made valid", "[parse]") {
+  auto view =
+      ParseSentinelMaster({"flags", "master", "config-epoch", "1"}, {"10.0.0.\xff", "6379"});
+  REQUIRE(std::holds_alternative<SentinelView>(view));
+  CHECK(std::get<SentinelView>(view).address == NetworkName("10.0.0.\xff") + ":6379");
+  CHECK(IsValidUtf8(std::get<SentinelView>(view).address, kMaxNetworkNameBytes + 6));
+}
+
+TEST_CASE("file_sd: a target or label with invalid UTF-8 or control characters is made valid",
+          "[parse]") {
+  testing::TempDir dir("sbd-file-sd");
+  // YAML double quotes may carry any byte as \x escapes; a JSON file the same through \u.
+  testing::WriteFile(dir.path() + "/targets.yml",
+                     "- targets: [\"10.0.0.1:5432\", \"10.0.0.2:5432\\x01\"]\n"
+                     "  labels: {cluster: a, name: \"pg\\x1b[31m\\u0007\"}\n",
+                     0600);
+  FileSdTargets found = ReadFileSdTargets({dir.path() + "/targets.yml"});
+  INFO((found.errors.empty() ? "" : found.errors[0].ToString()));
+  REQUIRE(found.errors.empty());
+  REQUIRE(found.targets.size() == 2);
+  CHECK(found.targets[0].address == "10.0.0.1:5432");
+  CHECK(found.targets[1].address == NetworkName("10.0.0.2:5432\x01"));
+  CHECK(found.targets[0].labels.at("cluster") == "a");
+  CHECK(found.targets[0].labels.at("name") == NetworkName("pg\x1b[31m\x07"));
+  CHECK(found.targets[0].labels.at("name").find('\x1b') == std::string::npos);
 }
 
 }  // namespace sbd

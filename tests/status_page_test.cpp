@@ -7,10 +7,13 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 
 #include "detector/common/json_text.h"
+#include "detector/common/network_text.h"
+#include "detector/output/alerts.h"
 #include "detector/output/exporter.h"
 #include "detector/output/metrics.h"
 #include "detector/output/status.h"
@@ -552,6 +555,69 @@ TEST_CASE("status: invalid UTF-8 from the network renders as U+FFFD, never an er
   CHECK(text.find("\xef\xbf\xbd") != std::string::npos);
   CHECK(nlohmann::json::parse(text)["clusters"][0]["name"] == "orders");
   REQUIRE_NOTHROW(StatusText({c}, nullptr));
+}
+
+TEST_CASE(
+    "status: an endpoint's userinfo and a metrics_url's query never show in status, page, "
+    "metrics or alerts",
+    "[status_page]") {
+  const auto now = WallClock::now();
+  ClusterSnapshot c = Cluster("leaky", Verdict::kSplitBrain, {"node1", "node2"}, now);
+  c.spec.kind = "patroni";
+  c.spec.scope = "main";
+  c.lock = {"patroni", true, "/service/main/leader"};
+  c.assessment.lock_readable = true;
+  c.assessment.lock_holder = "node1";
+  c.assessment.zombies = {"node2"};
+  c.split_brain_open = true;
+  DcsView dcs;
+  dcs.holder = "node1";
+  dcs.endpoint = "https://root:Etcd-S3cret@127.0.0.1:2379";
+  c.last_good_dcs = dcs;
+  c.last_dcs_success = now - seconds(1);
+  // A claim member's address is its metrics_url, query string and all.
+  c.spec.members[1].address = "http://scraper:Sc-Pass@127.0.0.1:9100/metrics?token=Claim-T0ken#x";
+  const std::vector<ClusterSnapshot> clusters = {c};
+
+  std::string alerts;
+  for (const Alert& alert : AlertsFor(c, AlertingSpec{}, AlertLinks{})) {
+    for (const auto& [name, value] : alert.labels) alerts += name + "=" + value + "\n";
+    for (const auto& [name, value] : alert.annotations) alerts += name + "=" + value + "\n";
+  }
+  const std::string status = JsonText(StatusJson(clusters));
+  const std::map<std::string, std::string> surfaces = {
+      {"status", status},
+      {"text status", StatusText(clusters)},
+      {"status page", StatusHtml(clusters, nullptr, now)},
+      {"metrics", RenderMetrics(DetectorCollector([&] { return clusters; }, nullptr))},
+      {"alerts", alerts}};
+  for (const auto& [surface, text] : surfaces) {
+    INFO(surface << ":\n" << text);
+    for (const char* secret : {"Etcd-S3cret", "root:", "Sc-Pass", "Claim-T0ken", "token="}) {
+      CHECK(text.find(secret) == std::string::npos);
+    }
+  }
+  // What is left is still said: where the lock was read, and each member's address.
+  const nlohmann::json parsed = nlohmann::json::parse(status);
+  CHECK(parsed["clusters"][0]["lock"]["endpoint"] == "https://127.0.0.1:2379");
+  CHECK(parsed["clusters"][0]["members"][1]["address"] == "http://127.0.0.1:9100/metrics");
+  CHECK(surfaces.at("status page").find("from https://127.0.0.1:2379") != std::string::npos);
+  CHECK(surfaces.at("alerts").find("node2 (http://127.0.0.1:9100/metrics)") != std::string::npos);
+  CHECK(surfaces.at("metrics").find("address=\"http://127.0.0.1:9100/metrics\"") !=
+        std::string::npos);
+}
+
+TEST_CASE("RedactedUrl: userinfo, query and fragment go; scheme, host, port and path stay",
+          "[status_page]") {
+  CHECK(RedactedUrl("https://u:p@etcd:2379/x?token=t#f") == "https://etcd:2379/x");
+  CHECK(RedactedUrl("http://u:p@ss@[::1]:2379") == "http://[::1]:2379");
+  CHECK(RedactedUrl("http://etcd:2379?k=v") == "http://etcd:2379");
+  CHECK(RedactedUrl("http://etcd:2379/path/with@sign") == "http://etcd:2379/path/with@sign");
+  CHECK(RedactedUrl("10.0.0.5:5432") == "10.0.0.5:5432");
+  CHECK(RedactedUrl("user@10.0.0.5:5432") == "10.0.0.5:5432");
+  CHECK(RedactedUrl("") == "");
+  // "://" in a query is no scheme: the query still goes.
+  CHECK(RedactedUrl("h:1/x?next=http://u:p@y") == "h:1/x");
 }
 
 }  // namespace

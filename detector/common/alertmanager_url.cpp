@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "detector/common/network_text.h"
+
 namespace sbd {
 namespace {
 
@@ -48,7 +50,10 @@ AlertmanagerEndpoint SplitAlertmanagerUrl(const std::string& url) {
     ep.password = colon == std::string::npos ? "" : PercentDecode(userinfo.substr(colon + 1));
   }
   while (!path.empty() && path.back() == '/') path.pop_back();
-  ep.redacted = (scheme.empty() ? "" : scheme + "://") + authority + path;
+  // Shown as every other URL is (RedactedUrl), with the scheme in lower case and no trailing '/'.
+  std::string shown = RedactedUrl(rest);
+  while (!shown.empty() && shown.back() == '/') shown.pop_back();
+  ep.redacted = (scheme.empty() ? "" : scheme + "://") + shown;
   if (scheme != "http" && scheme != "https") {
     ep.error = "Alertmanager URL \"" + ep.redacted + "\" does not start with http:// or https://";
   } else if (authority.empty() || authority.front() == ':') {

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <optional>
 
+#include "detector/common/network_text.h"
+
 namespace sbd {
 namespace {
 
@@ -110,7 +112,7 @@ void ReadOne(const std::string& file, FileSdTargets& out) {
                 ErrorAt(file, kv.first.Mark(), path + ".labels", "expected string labels"));
             continue;
           }
-          labels[kv.first.Scalar()] = kv.second.Scalar();
+          labels[kv.first.Scalar()] = NetworkName(kv.second.Scalar());
         }
       }
     }
@@ -127,7 +129,7 @@ void ReadOne(const std::string& file, FileSdTargets& out) {
                                      "expected a host:port string"));
         continue;
       }
-      found.push_back({targets[j].Scalar(), labels, file, targets[j].Mark()});
+      found.push_back({NetworkName(targets[j].Scalar()), labels, file, targets[j].Mark()});
     }
   }
   // A file with an error contributes nothing: half a file is not an inventory.

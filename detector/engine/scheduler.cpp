@@ -7,6 +7,7 @@
 
 #include "detector/common/internal_errors.h"
 #include "detector/common/logfmt.h"
+#include "detector/common/network_text.h"
 #include "detector/verdicts/fencing.h"
 #include "detector/verdicts/lease_claims.h"
 #include "probes/async_probe.h"
@@ -104,7 +105,7 @@ void RecordTransition(ClusterSnapshot& state, const TransitionEvidence& transiti
   state.last_transition = transition;
   state.last_transition_at = at;
   spdlog::info("cluster={} msg=\"transition, not a split brain\" evidence=\"{}\"", state.spec.name,
-               transition.summary);
+               LogfmtEscape(transition.summary));
 }
 
 // Logs a provisioning suppression the first round it appears (the others are routine).
@@ -135,8 +136,9 @@ void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::tim
     state.verdict_since = at;
     state.verdict_rounds = 0;
     spdlog::log(assessment.verdict == Verdict::kHealthy ? spdlog::level::info : spdlog::level::warn,
-                "cluster={} verdict={} lineage={} summary=\"{}\"", state.spec.name,
-                VerdictName(assessment.verdict), assessment.lineage, assessment.summary);
+                "cluster={} verdict={} lineage=\"{}\" summary=\"{}\"", state.spec.name,
+                VerdictName(assessment.verdict), LogfmtEscape(assessment.lineage),
+                LogfmtEscape(assessment.summary));
   }
   ++state.verdict_rounds;
   // A split brain the resource fences (every zombie's token refused) warns: no incident.
@@ -1206,9 +1208,10 @@ void Scheduler::UpdateForks(const std::vector<Declaration>& active, WallClock::t
     if (next.size() != c.forks.size()) {
       for (const auto& f : next) {
         spdlog::warn(
-            "cluster={} msg=\"lineage writable elsewhere too\" lineage={} with=\"{}\" "
+            "cluster={} msg=\"lineage writable elsewhere too\" lineage=\"{}\" with=\"{}\" "
             "declared={}",
-            c.spec.name, f.lineage, f.with.empty() ? "" : f.with.front(),
+            c.spec.name, LogfmtEscape(f.lineage),
+            LogfmtEscape(f.with.empty() ? "" : f.with.front()),
             f.declared_by ? f.declared_by->id : "no");
       }
     }
@@ -1223,9 +1226,9 @@ void Scheduler::RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallCloc
     const bool rejected_changed =
         !state.last_good_dcs || state.last_good_dcs->rejected != view->rejected;
     if (rejected_changed && !view->rejected.empty()) {
-      // The reasons are escaped by the parser; at most a few go into the line.
+      // The reasons name keys anyone who can write to the store chose: escaped here, once.
       spdlog::warn("cluster={} msg=\"lock store keys skipped as unreadable\" count={} first=\"{}\"",
-                   state.spec.name, view->rejected.size(), view->rejected.front());
+                   state.spec.name, view->rejected.size(), LogfmtEscape(view->rejected.front()));
     }
     state.last_good_dcs = *view;
     state.last_dcs_success = at;
@@ -1252,7 +1255,7 @@ void Scheduler::RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallCloc
     spdlog::warn(
         "cluster={} msg=\"cannot read the lock store; still probing PostgreSQL\" "
         "error=\"{}\"",
-        state.spec.name, std::get<ProbeFailure>(dcs).message);
+        state.spec.name, LogfmtEscape(std::get<ProbeFailure>(dcs).message));
   }
 }
 
@@ -1283,8 +1286,8 @@ void Scheduler::AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view) {
       rejected.push_back(registered.name);
       continue;
     }
-    spdlog::info("cluster={} msg=\"discovered member\" member={} address={}", spec.name,
-                 member->name, member->address);
+    spdlog::info("cluster={} msg=\"discovered member\" member=\"{}\" address=\"{}\"", spec.name,
+                 LogfmtEscape(member->name), LogfmtEscape(RedactedUrl(member->address)));
     AddMemberSlot(cluster, std::move(*member));
     added = true;
   }
@@ -1329,8 +1332,9 @@ void Scheduler::ExpireDiscovered(ClusterRuntime& cluster, WallClock::time_point 
     if (now - last_ok < limit) continue;
     spdlog::info(
         "cluster={} msg=\"discovered member expired: gone from the DCS and unreadable\" "
-        "member={} for={}s",
-        spec.name, m.name, std::chrono::duration_cast<std::chrono::seconds>(limit).count());
+        "member=\"{}\" for={}s",
+        spec.name, LogfmtEscape(m.name),
+        std::chrono::duration_cast<std::chrono::seconds>(limit).count());
     cluster.state.history.members.erase(m.name);
     cluster.state.counters.erase(m.name);
     cluster.absent_since.erase(absent);

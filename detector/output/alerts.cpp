@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "detector/common/network_text.h"
 #include "detector/output/status.h"
 #include "probes/lease_adapters.h"
 
@@ -94,7 +95,7 @@ std::string Evidence(const ClusterSnapshot& c, Millis resend_interval) {
     const MemberHistory& h = it->second;
     const bool zombie =
         std::find(a.zombies.begin(), a.zombies.end(), member.name) != a.zombies.end();
-    out << "\n" << member.name << " (" << member.address << "): ";
+    out << "\n" << member.name << " (" << RedactedUrl(member.address) << "): ";
     if (h.last && h.last->ok() && !h.last->reading()) {
       const Claim c = *h.last->claim();
       out << (c.writable() ? "holder"

@@ -11,6 +11,7 @@
 
 #include "detector/common/build_info.h"
 #include "detector/common/internal_errors.h"
+#include "detector/common/network_text.h"
 
 namespace sbd {
 namespace {
@@ -31,7 +32,15 @@ class Family {
     family_.help = std::move(help);
     family_.type = type;
   }
+  /// Every label value of /metrics passes here: one that is not valid UTF-8 (a name from the
+  /// network) would make Prometheus reject the whole scrape, so it is made valid and bounded
+  /// first, before repeats are looked for.
   void Add(std::vector<ClientMetric::Label> labels, double value) {
+    for (auto& label : labels) {
+      if (!IsValidUtf8(label.value, kMaxLabelValueBytes)) {
+        label.value = ValidUtf8(label.value, kMaxLabelValueBytes);
+      }
+    }
     hashes_.push_back({HashOf(labels), family_.metric.size()});
     ClientMetric metric;
     metric.label = std::move(labels);
@@ -258,7 +267,7 @@ std::vector<MetricFamily> MemberReadingFamilies(const std::vector<ClusterSnapsho
         auto info_labels = labels;
         info_labels.push_back({"system_identifier", r->system_identifier});
         info_labels.push_back({"server_version", std::to_string(r->server_version)});
-        info_labels.push_back({"address", member.address});
+        info_labels.push_back({"address", RedactedUrl(member.address)});
         info.Add(info_labels, 1);
       } else if (const auto claim = history->last->claim()) {
         writable.Add(labels, claim->writable() ? 1 : 0);

@@ -10,6 +10,7 @@
 
 #include "detector/common/json_text.h"
 #include "detector/common/logfmt.h"
+#include "detector/common/network_text.h"
 #include "detector/config/declaration.h"
 #include "detector/output/incident_chart.h"
 #include "detector/output/status.h"
@@ -241,10 +242,10 @@ void MemberTable(const json& cluster, WallClock::time_point now, std::ostream& o
     const std::string name = Str(m, "name");
     out << "<tr><th scope=\"row\""
         << (name.size() > 15 ? " abbr=\"" + HtmlEscape(Shortened(name, 12)) + "\"" : "") << ">"
-        << HtmlEscape(name) << "</th><td>" << Esc(m, "address") << "</td><td>" << MemberState(m)
-        << "</td><td>" << MemberRole(m) << "</td><td>" << StreamsFrom(m) << "</td><td>"
-        << ShortSystemId(Str(m, "system_identifier")) << "</td><td>" << Esc(m, "timeline")
-        << "</td><td>"
+        << HtmlEscape(name) << "</th><td>" << HtmlEscape(RedactedUrl(Str(m, "address")))
+        << "</td><td>" << MemberState(m) << "</td><td>" << MemberRole(m) << "</td><td>"
+        << StreamsFrom(m) << "</td><td>" << ShortSystemId(Str(m, "system_identifier"))
+        << "</td><td>" << Esc(m, "timeline") << "</td><td>"
         << (writable_seen.empty() ? "<span class=\"muted\">never</span>"
                                   : TimeHtml(writable_seen, now))
         << "</td><td>" << LastProbe(m, now) << "</td></tr>";
@@ -316,7 +317,9 @@ void LockLine(const json& lock, WallClock::time_point now, std::ostream& out) {
     out << ", lease expired or unknown";
   }
   out << " (read " << TimeHtml(Str(lock, "last_success"), now);
-  if (!Str(lock, "endpoint").empty()) out << " from " << Esc(lock, "endpoint");
+  if (!Str(lock, "endpoint").empty()) {
+    out << " from " << HtmlEscape(RedactedUrl(Str(lock, "endpoint")));
+  }
   out << ").</p>";
 }
 
