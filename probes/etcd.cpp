@@ -43,11 +43,12 @@ void ReadMember(const std::string& name, const std::string& value, DcsView* view
     view->rejected.push_back(where + ": no member name");
     return;
   }
-  const auto data = nlohmann::json::parse(value, nullptr, false);
-  if (data.is_discarded()) {
-    view->rejected.push_back(where + ": not JSON");
+  auto parsed = ParseUntrustedJson(value);
+  if (auto* problem = std::get_if<std::string>(&parsed)) {
+    view->rejected.push_back(where + ": " + *problem);
     return;
   }
+  const nlohmann::json& data = std::get<nlohmann::json>(parsed);
   DcsMember member;
   member.name = NetworkName(name);
   JsonFields fields(data, where);
@@ -64,14 +65,15 @@ void ReadMember(const std::string& name, const std::string& value, DcsView* view
 
 // The scope's dynamic configuration: only its ttl is read, and a bad one leaves it unknown.
 void ReadConfig(const std::string& value, DcsView* view) {
-  const auto config = nlohmann::json::parse(value, nullptr, false);
-  if (config.is_discarded()) {
-    view->rejected.push_back("config: not JSON");
+  auto parsed = ParseUntrustedJson(value);
+  if (auto* problem = std::get_if<std::string>(&parsed)) {
+    view->rejected.push_back("config: " + *problem);
     return;
   }
   std::int64_t ttl = -1;
-  JsonFields fields(config, "config");
-  fields.DecimalInt64("ttl", &ttl);
+  JsonFields fields(std::get<nlohmann::json>(parsed), "config");
+  // The ttl becomes milliseconds and a deadline: a huge one would wrap negative.
+  fields.DecimalInt64("ttl", &ttl, 1, kMaxLeaseSeconds);
   if (fields.error()) {
     view->rejected.push_back(*fields.error());
   } else if (ttl > 0) {
@@ -88,7 +90,7 @@ std::optional<ProbeFailure> ReadKey(const nlohmann::json& kv, const std::string&
   JsonFields fields(kv, where);
   fields.String("key", &key_text)
       .String("value", &value_text)
-      .DecimalInt64("mod_revision", &mod_revision)
+      .DecimalInt64("mod_revision", &mod_revision, 0, kMaxStoreRevision)
       .DecimalInt64("lease", &lease);
   if (fields.error()) return Malformed(*fields.error());
   auto key = Base64Decode(key_text);
@@ -127,7 +129,7 @@ std::variant<DcsView, ProbeFailure> EtcdScopeProbe::ParseRange(const nlohmann::j
   if (header != nullptr) {
     // The store's revision: lower than before means etcd was restored from a backup.
     JsonFields header_fields(*header, "range: header");
-    header_fields.DecimalInt64("revision", &view.store_revision);
+    header_fields.DecimalInt64("revision", &view.store_revision, 0, kMaxStoreRevision);
     if (header_fields.error()) return Malformed(*header_fields.error());
   }
   if (kvs == nullptr) return view;  // etcd omits kvs when nothing matches
@@ -166,7 +168,9 @@ void ReadEtcdLease(const std::string& endpoint, SteadyClock::time_point deadline
   if (!json) return;
   std::int64_t remaining = -1, granted = -1;
   JsonFields fields(*json, "lease");
-  fields.DecimalInt64("TTL", &remaining).DecimalInt64("grantedTTL", &granted);
+  // etcd says -1 for a lease that expired; both become deadlines and /status numbers.
+  fields.DecimalInt64("TTL", &remaining, -1, kMaxLeaseSeconds)
+      .DecimalInt64("grantedTTL", &granted, -1, kMaxLeaseSeconds);
   if (fields.error()) {
     view.rejected.push_back(*fields.error());
     return;

@@ -31,7 +31,7 @@ std::variant<CandidateKey, ProbeFailure> ReadCandidate(const nlohmann::json& kv,
   JsonFields fields(kv, where);
   fields.String("key", &key_text)
       .String("value", &value_text)
-      .DecimalInt64("create_revision", &candidate.create_revision)
+      .DecimalInt64("create_revision", &candidate.create_revision, 0, kMaxStoreRevision)
       .DecimalInt64("lease", &lease);
   if (fields.error()) return Malformed(*fields.error());
   auto key = Base64Decode(key_text);
@@ -95,7 +95,7 @@ std::variant<DcsView, ProbeFailure> ParseElectionRange(const nlohmann::json& bod
   std::int64_t store_revision = 0;
   if (header != nullptr) {
     JsonFields header_fields(*header, "range: header");
-    header_fields.DecimalInt64("revision", &store_revision);
+    header_fields.DecimalInt64("revision", &store_revision, 0, kMaxStoreRevision);
     if (header_fields.error()) return Malformed(*header_fields.error());
   }
   std::vector<CandidateKey> keys;

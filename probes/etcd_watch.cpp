@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "detector/common/base64.h"
+#include "probes/json_fields.h"
 #include "probes/probe.h"
 
 namespace sbd {
@@ -59,8 +60,14 @@ std::optional<std::string> ReadEvent(const nlohmann::json& event, bool* ok) {
 
 EtcdWatchMessage EtcdWatchStream::Parse(const std::string& line) {
   EtcdWatchMessage message;
-  const auto json = nlohmann::json::parse(line, nullptr, false);
-  if (json.is_discarded() || !json.is_object()) {
+  auto parsed = ParseUntrustedJson(line);
+  if (auto* problem = std::get_if<std::string>(&parsed)) {
+    message.error =
+        *problem == "not JSON" ? "a watch message that is not JSON" : "a watch message " + *problem;
+    return message;
+  }
+  const nlohmann::json& json = std::get<nlohmann::json>(parsed);
+  if (!json.is_object()) {
     message.error = "a watch message that is not JSON";
     return message;
   }

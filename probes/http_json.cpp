@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "probes/json_fields.h"
+
 namespace sbd {
 
 std::string UrlBase(const std::string& url) {
@@ -63,10 +65,13 @@ ProbeFailure SendFailure(httplib::Error error, const std::string& what_request,
 std::variant<nlohmann::json, ProbeFailure> Interpret(int status, const std::string& body,
                                                      const std::string& what_request) {
   const std::string http = what_request + ": HTTP " + std::to_string(status);
-  auto json = nlohmann::json::parse(body, nullptr, false);
-  if (json.is_discarded()) {
-    return ProbeFailure{ProbeFailureReason::kProtocol, http + " with a body that is not JSON"};
+  auto parsed = ParseUntrustedJson(body);
+  if (auto* problem = std::get_if<std::string>(&parsed)) {
+    return ProbeFailure{ProbeFailureReason::kProtocol,
+                        http + " with a body " +
+                            (*problem == "not JSON" ? "that is not JSON" : "of JSON " + *problem)};
   }
+  auto& json = std::get<nlohmann::json>(parsed);
   if (status == 401 || status == 403) return ProbeFailure{ProbeFailureReason::kAuth, http};
   if (status >= 300 && status != 503) return ProbeFailure{ProbeFailureReason::kProtocol, http};
   return json;

@@ -4,6 +4,7 @@
 
 #include "detector/common/logfmt.h"
 #include "detector/config/declaration.h"
+#include "probes/json_fields.h"
 
 namespace sbd {
 
@@ -108,6 +109,16 @@ void ReadSpec(const json& spec, K8sLeaseObject& lease) {
   lease.lease_duration_seconds = Count(spec, "leaseDurationSeconds", 366 * 86400, lease.rejected);
   lease.lease_transitions =
       Count(spec, "leaseTransitions", std::numeric_limits<std::int32_t>::max(), lease.rejected);
+  // The lease ends at renewTime + leaseDurationSeconds: near the end of what a time point
+  // holds (year 2262), the sum would wrap into the past.
+  if (lease.renew_time && lease.lease_duration_seconds &&
+      *lease.renew_time >
+          WallClock::time_point::max() - std::chrono::seconds(*lease.lease_duration_seconds)) {
+    lease.renew_time.reset();
+    lease.rejected.push_back(
+        "spec.renewTime: too late to add the lease duration to: the time "
+        "left is unknown");
+  }
 }
 
 }  // namespace
@@ -118,14 +129,19 @@ std::variant<K8sLeaseObject, std::string> ParseK8sLease(std::string_view body,
     return "an answer of " + std::to_string(body.size()) + " bytes, above the limit of " +
            std::to_string(kMaxLeaseBodyBytes);
   }
-  const json object = json::parse(body.begin(), body.end(), nullptr, false);
-  if (object.is_discarded()) return std::string("the answer is not JSON");
+  auto parsed = ParseUntrustedJson(body);
+  if (auto* problem = std::get_if<std::string>(&parsed)) return "the answer is " + *problem;
+  const json& object = std::get<json>(parsed);
   if (!object.is_object()) return std::string("the answer is not a JSON object");
   const auto kind = object.find("kind");
   if (kind != object.end() &&
       (!kind->is_string() || kind->get_ref<const std::string&>() != "Lease")) {
+    // Only the type of a kind that is not a string: its value is the peer's structure, and
+    // dump() would walk it recursively.
     return "the answer is not a Lease (kind " +
-           LogfmtEscape(kind->is_string() ? kind->get<std::string>() : kind->dump()) + ")";
+           (kind->is_string() ? LogfmtEscape(kind->get_ref<const std::string&>().substr(0, 64))
+                              : std::string("of JSON type ") + kind->type_name()) +
+           ")";
   }
   const auto metadata = object.find("metadata");
   const json* meta_name = nullptr;

@@ -1,7 +1,9 @@
 #include "probes/redis_client.h"
 
 #include <hiredis.h>
+#include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -73,6 +75,7 @@ void RedisClient::Close() {
   if (context_ != nullptr) redisFree(context_);
   context_ = nullptr;
   tls_connection_.reset();
+  push_started_ = false;
 }
 
 ProbeFailure RedisClient::IoFailure(const char* doing) {
@@ -164,6 +167,102 @@ std::variant<std::vector<RedisValue>, ProbeFailure> RedisClient::Pipeline(
     freeReplyObject(reply);
   }
   return values;
+}
+
+std::optional<ProbeFailure> RedisClient::Send(const std::vector<std::string>& command,
+                                              SteadyClock::time_point deadline) {
+  if (tls_connection_ != nullptr) {
+    if (auto failure = tls_connection_->Send(command, deadline)) {
+      Close();
+      return failure;
+    }
+    return std::nullopt;
+  }
+  if (context_ == nullptr) return ProbeFailure{ProbeFailureReason::kInternal, "not connected"};
+  if (auto late = SetTimeout(deadline)) return late;
+  std::vector<const char*> argv;
+  std::vector<size_t> lengths;
+  for (const auto& arg : command) {
+    argv.push_back(arg.data());
+    lengths.push_back(arg.size());
+  }
+  if (redisAppendCommandArgv(context_, static_cast<int>(argv.size()), argv.data(),
+                             lengths.data()) != REDIS_OK) {
+    return IoFailure("sending");
+  }
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(context_, &done) != REDIS_OK) return IoFailure("sending");
+  }
+  return std::nullopt;
+}
+
+void RedisClient::BeginPushedReply() {
+  if (push_started_) return;
+  BeginBoundedReply();
+  push_budget_ = kMaxRedisPipelineBytes;
+  push_started_ = true;
+}
+
+std::variant<std::optional<RedisValue>, ProbeFailure> RedisClient::NextReply(
+    SteadyClock::time_point until) {
+  if (tls_connection_ == nullptr) return NextPlainReply(until);
+  BeginPushedReply();
+  auto read = tls_connection_->ReadPushed(until, &push_budget_);
+  if (auto* failure = std::get_if<ProbeFailure>(&read)) {
+    ProbeFailure failed = *failure;
+    Close();
+    return failed;
+  }
+  auto* reply = static_cast<redisReply*>(std::get<void*>(read));
+  if (reply == nullptr) return std::optional<RedisValue>();
+  push_started_ = false;
+  RedisValue value = RedisValueOf(*reply);
+  freeReplyObject(reply);
+  return std::optional<RedisValue>(std::move(value));
+}
+
+std::variant<std::optional<RedisValue>, ProbeFailure> RedisClient::NextPlainReply(
+    SteadyClock::time_point until) {
+  if (context_ == nullptr) return ProbeFailure{ProbeFailureReason::kInternal, "not connected"};
+  BeginPushedReply();
+  for (;;) {
+    void* raw = nullptr;
+    if (redisGetReplyFromReader(context_, &raw) != REDIS_OK) {
+      const std::optional<std::string> refused = RefusedArrayError();
+      if (!refused) return IoFailure("reading");
+      Close();
+      return ProbeFailure{ProbeFailureReason::kProtocol, address_ + ": reading: " + *refused};
+    }
+    if (raw != nullptr) {
+      push_started_ = false;
+      auto* reply = static_cast<redisReply*>(raw);
+      RedisValue value = RedisValueOf(*reply);
+      freeReplyObject(reply);
+      return std::optional<RedisValue>(std::move(value));
+    }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now());
+    if (left.count() <= 0) return std::optional<RedisValue>();
+    pollfd fd{context_->fd, POLLIN, 0};
+    const int ready = ::poll(&fd, 1, static_cast<int>(std::min<long long>(left.count(), 60000)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) {
+      const std::string why = std::strerror(errno);
+      Close();
+      return ProbeFailure{ProbeFailureReason::kConnectionLost, address_ + ": poll: " + why};
+    }
+    if (ready == 0) continue;  // the deadline is checked above
+    const size_t before = context_->reader->len;
+    if (redisBufferRead(context_) != REDIS_OK) return IoFailure("reading");
+    const size_t received = context_->reader->len - before;
+    if (received > push_budget_) {
+      Close();
+      return ProbeFailure{ProbeFailureReason::kProtocol,
+                          address_ + ": reading: a reply larger than " +
+                              std::to_string(kMaxRedisPipelineBytes) + " bytes"};
+    }
+    push_budget_ -= received;
+  }
 }
 
 }  // namespace sbd

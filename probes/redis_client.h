@@ -47,6 +47,18 @@ class RedisClient {
   /// Sends every command at once and reads every reply: one round trip. Needs Connect().
   std::variant<std::vector<RedisValue>, ProbeFailure> Pipeline(
       const std::vector<std::vector<std::string>>& commands, SteadyClock::time_point deadline);
+  /// Sends `command` without reading its reply: for SUBSCRIBE, whose replies come as pushes
+  /// read with NextReply(). Needs Connect().
+  std::optional<ProbeFailure> Send(const std::vector<std::string>& command,
+                                   SteadyClock::time_point deadline);
+  /// The next reply the server sends (a subscription's confirmations and messages), waiting
+  /// until `until`: nullopt when none is complete by then, and the connection stays (a reply
+  /// half read goes on at the next call). Under Pipeline()'s caps, per reply: its arrays
+  /// announce at most kMaxRedisArrayElements elements in all and it takes at most
+  /// kMaxRedisPipelineBytes; beyond either, a kProtocol failure naming the cap, and the
+  /// connection is dropped. The element count is this thread's (probes/redis_wire.h): read
+  /// one client's pushes on a thread that reads no other Redis reply meanwhile.
+  std::variant<std::optional<RedisValue>, ProbeFailure> NextReply(SteadyClock::time_point until);
   /// Drops the connection (the next call reconnects).
   void Close();
   const std::string& address() const { return address_; }
@@ -60,8 +72,15 @@ class RedisClient {
   std::string username_;
   std::optional<std::string> password_;
   std::optional<RedisTlsSpec> tls_;
+  std::variant<std::optional<RedisValue>, ProbeFailure> NextPlainReply(
+      SteadyClock::time_point until);
+  /// Starts a pushed reply's caps unless one is half read.
+  void BeginPushedReply();
+
   redisContext* context_ = nullptr;
   std::unique_ptr<RedisTlsConnection> tls_connection_;  ///< only with `tls_`
+  bool push_started_ = false;                           ///< NextReply() has a reply half read
+  std::size_t push_budget_ = 0;  ///< bytes the half-read pushed reply may still take
 };
 
 }  // namespace sbd

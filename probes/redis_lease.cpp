@@ -121,6 +121,13 @@ std::variant<LeaseKeyReading, ProbeFailure> InterpretKey(const std::string& key,
   if (pttl.type == REDIS_REPLY_ERROR) return ErrorReplyFailure(pttl, "PTTL");
   if (type.type != REDIS_REPLY_STATUS && type.type != REDIS_REPLY_STRING) return Unexpected("TYPE");
   if (pttl.type != REDIS_REPLY_INTEGER) return Unexpected("PTTL");
+  // -2 gone, -1 no TTL, else milliseconds left; beyond the bound it is no Redis's answer, and
+  // the seconds it becomes ((ms + 999) / 1000) would wrap.
+  if (pttl.integer < -2 || pttl.integer > kMaxLeasePttlMs) {
+    return ProbeFailure{ProbeFailureReason::kProtocol, "PTTL " + std::to_string(pttl.integer) +
+                                                           " is out of range -2.." +
+                                                           std::to_string(kMaxLeasePttlMs)};
+  }
   LeaseKeyReading reading;
   reading.key = key;
   reading.type.assign(type.str, std::min<size_t>(type.len, 64));
@@ -139,6 +146,7 @@ std::variant<LeaseKeyReading, ProbeFailure> InterpretKey(const std::string& key,
   if (length.type == REDIS_REPLY_ERROR) return ErrorReplyFailure(length, "STRLEN");
   if (value.type != REDIS_REPLY_STRING) return Unexpected("GETRANGE");
   if (length.type != REDIS_REPLY_INTEGER) return Unexpected("STRLEN");
+  if (length.integer < 0) return Unexpected("STRLEN");
   reading.state = LeaseKeyReading::State::kHeld;
   reading.token.assign(value.str, value.len);
   reading.token_length = length.integer;

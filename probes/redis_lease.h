@@ -30,6 +30,10 @@ struct LeaseKeys {
   size_t max_token_bytes = 4096;   ///< longer values are cut here (and flagged)
 };
 
+/// The longest PTTL accepted, in milliseconds (2^53, some 285,000 years): a longer one is no
+/// real server's answer, and the read fails saying so instead of wrapping.
+constexpr std::int64_t kMaxLeasePttlMs = std::int64_t{1} << 53;
+
 /// What one key says: the holder's token (the value) and the lease left (PTTL).
 struct LeaseKeyReading {
   enum class State {

@@ -226,8 +226,7 @@ std::optional<ProbeFailure> RedisTlsConnection::WriteAll(const std::string& byte
 }
 
 std::variant<void*, ProbeFailure> RedisTlsConnection::ReadReply(SteadyClock::time_point deadline,
-                                                                std::size_t* budget) {
-  BeginBoundedReply();
+                                                                std::size_t* budget, bool idle_ok) {
   for (;;) {
     void* reply = nullptr;
     if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
@@ -252,6 +251,11 @@ std::variant<void*, ProbeFailure> RedisTlsConnection::ReadReply(SteadyClock::tim
       continue;
     }
     const int error = SSL_get_error(ssl_, n);
+    if (idle_ok && error == SSL_ERROR_WANT_READ) {
+      const int ready = PollFor(fd_, POLLIN, deadline);
+      if (ready == 0) return static_cast<void*>(nullptr);  // nothing yet: not a failure
+      if (ready > 0) continue;
+    }
     if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
       if (auto late = Wait(error, deadline, "reading")) return *late;
       continue;
@@ -264,9 +268,8 @@ std::variant<void*, ProbeFailure> RedisTlsConnection::ReadReply(SteadyClock::tim
   }
 }
 
-std::variant<std::vector<RedisValue>, ProbeFailure> RedisTlsConnection::Pipeline(
-    const std::vector<std::vector<std::string>>& commands, SteadyClock::time_point deadline) {
-  if (!connected()) return ProbeFailure{ProbeFailureReason::kInternal, "not connected"};
+std::optional<std::string> RedisTlsConnection::Format(
+    const std::vector<std::vector<std::string>>& commands) {
   std::string bytes;
   for (const auto& command : commands) {
     std::vector<const char*> argv;
@@ -278,16 +281,37 @@ std::variant<std::vector<RedisValue>, ProbeFailure> RedisTlsConnection::Pipeline
     char* formatted = nullptr;
     const int len = redisFormatCommandArgv(&formatted, static_cast<int>(argv.size()), argv.data(),
                                            lengths.data());
-    if (len < 0 || formatted == nullptr) {
-      return Failed(ProbeFailureReason::kInternal, "sending: out of memory");
-    }
+    if (len < 0 || formatted == nullptr) return std::nullopt;
     bytes.append(formatted, static_cast<size_t>(len));
     redisFreeCommand(formatted);
   }
-  if (auto failure = WriteAll(bytes, deadline)) return *failure;
+  return bytes;
+}
+
+std::optional<ProbeFailure> RedisTlsConnection::Send(const std::vector<std::string>& command,
+                                                     SteadyClock::time_point deadline) {
+  if (!connected()) return ProbeFailure{ProbeFailureReason::kInternal, "not connected"};
+  const std::optional<std::string> bytes = Format({command});
+  if (!bytes) return Failed(ProbeFailureReason::kInternal, "sending: out of memory");
+  return WriteAll(*bytes, deadline);
+}
+
+std::variant<void*, ProbeFailure> RedisTlsConnection::ReadPushed(SteadyClock::time_point until,
+                                                                 std::size_t* budget) {
+  if (!connected()) return ProbeFailure{ProbeFailureReason::kInternal, "not connected"};
+  return ReadReply(until, budget, /*idle_ok=*/true);
+}
+
+std::variant<std::vector<RedisValue>, ProbeFailure> RedisTlsConnection::Pipeline(
+    const std::vector<std::vector<std::string>>& commands, SteadyClock::time_point deadline) {
+  if (!connected()) return ProbeFailure{ProbeFailureReason::kInternal, "not connected"};
+  const std::optional<std::string> bytes = Format(commands);
+  if (!bytes) return Failed(ProbeFailureReason::kInternal, "sending: out of memory");
+  if (auto failure = WriteAll(*bytes, deadline)) return *failure;
   std::vector<RedisValue> values;
   std::size_t budget = kMaxRedisPipelineBytes;
   for (size_t i = 0; i < commands.size(); ++i) {
+    BeginBoundedReply();
     auto read = ReadReply(deadline, &budget);
     if (auto* failure = std::get_if<ProbeFailure>(&read)) return *failure;
     auto* reply = static_cast<redisReply*>(std::get<void*>(read));

@@ -34,6 +34,14 @@ class RedisTlsConnection {
   /// Writes every command at once and reads one reply per command. Needs Connect().
   std::variant<std::vector<RedisValue>, ProbeFailure> Pipeline(
       const std::vector<std::vector<std::string>>& commands, SteadyClock::time_point deadline);
+  /// Writes one command without reading its reply (a SUBSCRIBE: see ReadPushed()).
+  std::optional<ProbeFailure> Send(const std::vector<std::string>& command,
+                                   SteadyClock::time_point deadline);
+  /// Reads the next reply the server sends unasked (a subscription's), waiting until `until`:
+  /// nullptr when none is complete by then, the connection kept and a half-read reply kept in
+  /// the reader. `*budget` as Pipeline's; the caller starts each reply's element count with
+  /// BeginBoundedReply(). Needs Connect().
+  std::variant<void*, ProbeFailure> ReadPushed(SteadyClock::time_point until, std::size_t* budget);
   void Close();
   bool connected() const { return ssl_ != nullptr; }
 
@@ -41,8 +49,11 @@ class RedisTlsConnection {
   std::optional<ProbeFailure> Dial(SteadyClock::time_point deadline);
   std::optional<ProbeFailure> Handshake(SteadyClock::time_point deadline);
   std::optional<ProbeFailure> WriteAll(const std::string& bytes, SteadyClock::time_point deadline);
-  std::variant<void*, ProbeFailure> ReadReply(SteadyClock::time_point deadline,
-                                              std::size_t* budget);
+  /// One reply; with `idle_ok`, nullptr when none is complete at the deadline (no failure).
+  std::variant<void*, ProbeFailure> ReadReply(SteadyClock::time_point deadline, std::size_t* budget,
+                                              bool idle_ok = false);
+  /// The commands in the wire format, or nullopt when hiredis could not format them.
+  static std::optional<std::string> Format(const std::vector<std::vector<std::string>>& commands);
   /// Waits until the socket is ready for what OpenSSL asked (`ssl_error` WANT_READ/WRITE).
   std::optional<ProbeFailure> Wait(int ssl_error, SteadyClock::time_point deadline,
                                    const char* doing);

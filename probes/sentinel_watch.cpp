@@ -1,42 +1,23 @@
 #include "probes/sentinel_watch.h"
 
-#include <hiredis/hiredis.h>
-#include <poll.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <memory>
 #include <sstream>
 
 #include "detector/config/config.h"
+#include "probes/redis_client.h"
 
 namespace sbd {
 namespace {
 
-constexpr int kConnectTimeoutMs = 2000;
-constexpr int kPollMs = 250;                  // how soon a stop is noticed
-constexpr size_t kMaxPendingBytes = 1 << 20;  // an unfinished reply larger than this is hostile
+constexpr auto kConnectTimeout = std::chrono::milliseconds(2000);
+constexpr auto kPoll = std::chrono::milliseconds(250);  // how soon a stop is noticed
 constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(5000);
 const char* const kChannels[] = {"+switch-master", "+sdown", "+odown"};
 
-struct ContextFree {
-  void operator()(redisContext* context) const { redisFree(context); }
-};
-struct ReplyFree {
-  void operator()(redisReply* reply) const { freeReplyObject(reply); }
-};
-using Context = std::unique_ptr<redisContext, ContextFree>;
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
-
-std::string Element(const redisReply& reply, size_t index) {
-  if (reply.type != REDIS_REPLY_ARRAY || index >= reply.elements) return "";
-  const redisReply* item = reply.element[index];
-  if (item == nullptr) return "";
-  if (item->type == REDIS_REPLY_INTEGER) return std::to_string(item->integer);
-  if (item->type != REDIS_REPLY_STRING && item->type != REDIS_REPLY_STATUS) return "";
-  return std::string(item->str, item->len);
+std::string Item(const RedisValue& value, size_t index) {
+  return index < value.items.size() ? value.items[index] : "";
 }
 
 }  // namespace
@@ -55,8 +36,10 @@ bool SentinelEventConcerns(const std::string& channel, const std::string& payloa
 }
 
 SentinelWatch::SentinelWatch(std::vector<std::string> sentinels, std::string master_name,
-                             Changed on_change)
-    : master_name_(std::move(master_name)), on_change_(std::move(on_change)) {
+                             Changed on_change, SentinelAuth auth)
+    : master_name_(std::move(master_name)),
+      on_change_(std::move(on_change)),
+      auth_(std::move(auth)) {
   for (const auto& address : sentinels) {
     threads_.emplace_back([this, address] { Run(address); });
   }
@@ -84,6 +67,16 @@ bool SentinelWatch::Stopping() const {
   return stopping_;
 }
 
+std::string SentinelWatch::LastFailure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_failure_;
+}
+
+void SentinelWatch::Failed(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  last_failure_ = why;
+}
+
 void SentinelWatch::Run(const std::string& address) {
   auto backoff = kFirstBackoff;
   while (!Stopping()) {
@@ -99,46 +92,64 @@ void SentinelWatch::Run(const std::string& address) {
 }
 
 bool SentinelWatch::Follow(const std::string& address) {
-  const HostPort at = SplitHostPort(address, "26379");
-  const timeval connect_timeout{kConnectTimeoutMs / 1000, (kConnectTimeoutMs % 1000) * 1000};
-  Context context(
-      redisConnectWithTimeout(at.host.c_str(), std::atoi(at.port.c_str()), connect_timeout));
-  if (!context || context->err != 0) return false;
-  redisSetTimeout(context.get(), connect_timeout);
-  redisAppendCommand(context.get(), "SUBSCRIBE %s %s %s", kChannels[0], kChannels[1], kChannels[2]);
-  int done = 0;
-  while (!done) {
-    if (redisBufferWrite(context.get(), &done) != REDIS_OK) return false;
+  MemberSpec source;  // the one password resolver, as the store uses it
+  source.password_file = auth_.password_file;
+  source.password_env = auth_.password_env;
+  auto password = ResolvePassword(source);
+  if (auto* error = std::get_if<std::string>(&password)) {
+    Failed(address + ": " + *error);
+    return false;
+  }
+  // Sentinel's port when the address names none (RedisClient's default is Redis's 6379).
+  const bool has_port = !SplitHostPort(address, "").port.empty();
+  RedisClient client(has_port ? address : address + ":26379", auth_.username,
+                     std::get<std::optional<std::string>>(std::move(password)), auth_.tls);
+  const auto deadline = SteadyClock::now() + kConnectTimeout;
+  std::optional<ProbeFailure> failure = client.Connect(deadline);
+  if (!failure) {
+    failure = client.Send({"SUBSCRIBE", kChannels[0], kChannels[1], kChannels[2]}, deadline);
+  }
+  if (failure) {
+    Failed(failure->message);  // RedisClient's words name the address, never the password
+    return false;
   }
   bool subscribed = false;
-  while (!Stopping()) {
-    pollfd fd{context->fd, POLLIN, 0};
-    const int ready = poll(&fd, 1, kPollMs);
-    if (ready < 0) break;
-    if (ready == 0) continue;
-    if (redisBufferRead(context.get()) != REDIS_OK) break;
-    if (context->reader->len > kMaxPendingBytes) break;
-    void* raw = nullptr;
-    bool failed = false;
-    while (redisGetReplyFromReader(context.get(), &raw) == REDIS_OK && raw != nullptr) {
-      Reply reply(static_cast<redisReply*>(raw));
-      const std::string kind = Element(*reply, 0);
-      if (kind == "subscribe" && Element(*reply, 2) == "3" && !subscribed) {
-        subscribed = true;
-        ++subscribed_;
-      } else if (kind == "message" &&
-                 SentinelEventConcerns(Element(*reply, 1), Element(*reply, 2), master_name_)) {
-        ++changes_;
-        on_change_();
-      } else if (kind != "subscribe") {
-        failed = kind != "message";  // an error or anything else: not Sentinel's pub/sub
-      }
-      raw = nullptr;
-    }
-    if (failed || context->err != 0) break;
-  }
+  Listen(client, &subscribed);
   if (subscribed) --subscribed_;
   return subscribed;
+}
+
+void SentinelWatch::Listen(RedisClient& client, bool* subscribed) {
+  while (!Stopping()) {
+    auto next = client.NextReply(SteadyClock::now() + kPoll);
+    if (auto* failure = std::get_if<ProbeFailure>(&next)) {
+      Failed(failure->message);
+      return;
+    }
+    const std::optional<RedisValue>& reply = std::get<std::optional<RedisValue>>(next);
+    if (!reply) continue;
+    const std::string kind = Item(*reply, 0);
+    if (reply->error || reply->items.empty()) {
+      // An error (NOAUTH, NOPERM) or anything else: not Sentinel's pub/sub.
+      Failed(client.address() + ": SUBSCRIBE: " +
+             (reply->error ? reply->text.substr(0, 160) : std::string("not a pub/sub reply")));
+      return;
+    }
+    if (kind == "subscribe") {
+      if (Item(*reply, 2) == "3" && !*subscribed) {
+        *subscribed = true;
+        ++subscribed_;
+      }
+    } else if (kind == "message") {
+      if (SentinelEventConcerns(Item(*reply, 1), Item(*reply, 2), master_name_)) {
+        ++changes_;
+        on_change_();
+      }
+    } else {
+      Failed(client.address() + ": SUBSCRIBE: not a pub/sub reply");
+      return;
+    }
+  }
 }
 
 }  // namespace sbd

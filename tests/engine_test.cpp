@@ -11,11 +11,13 @@
 #include <sstream>
 #include <thread>
 
+#include "detector/common/base64.h"
 #include "detector/config/config.h"
 #include "detector/config/kinds/kinds.h"
 #include "detector/engine/scheduler.h"
 #include "detector/output/metrics.h"
 #include "detector/output/status.h"
+#include "probes/etcd.h"
 #include "tests/support/process.h"
 
 namespace sbd {
@@ -415,6 +417,34 @@ TEST_CASE("engine: a Patroni cluster without a ttl takes its round interval from
   CHECK(c.spec.probe_interval == milliseconds(600));
   CHECK(c.spec.probe_timeout == milliseconds(600));
   CHECK(c.assessment.verdict == Verdict::kHealthy);
+}
+
+TEST_CASE("engine: /status never shows a negative or wrapped ttl from the record's config",
+          "[engine]") {
+  // The record as etcd's answer gives it: Patroni's config key with a ttl that overflowed
+  // once multiplied into milliseconds (measured: ttl_seconds -0.616 in /status).
+  const std::string prefix = "/service/orders/";
+  const nlohmann::json range = {
+      {"kvs",
+       {{{"key", Base64Encode(prefix + "config")},
+         {"value", Base64Encode(R"({"ttl":18446744073709551,"loop_wait":10})")},
+         {"mod_revision", "7"},
+         {"lease", "0"}}}}};
+  auto parsed = EtcdScopeProbe::ParseRange(range, prefix);
+  REQUIRE(std::holds_alternative<DcsView>(parsed));
+  DcsView record = Record("a");
+  record.config_ttl = std::get<DcsView>(parsed).config_ttl;
+  record.rejected = std::get<DcsView>(parsed).rejected;
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  world.record()->Set(record);
+  Scheduler scheduler(PatroniCluster({"a"}, ""), world.Factories());
+  scheduler.RunOnce();
+  const nlohmann::json cluster = StatusJson(scheduler.Snapshot())["clusters"][0];
+  INFO(cluster.dump());
+  CHECK(cluster["ttl_seconds"] == 30.0);  // the default: the rejected ttl is not used
+  CHECK(cluster["probe_interval_seconds"].get<double>() > 0);
+  CHECK(cluster.dump().find("ttl is out of range 1..31622400") != std::string::npos);
 }
 
 TEST_CASE("engine: an explicit ttl is kept whatever the record says", "[engine]") {

@@ -111,6 +111,11 @@ TEST_CASE("etcd_election: an answer that is not etcd's fails the read with the r
   json no_revision = Kv("/election/orders/1", "a", 1, "1");
   no_revision.erase("create_revision");
   CHECK(failure(json{{"kvs", {no_revision}}}) == "range: kvs[0]: no create_revision");
+  // Revisions are tokens compared and shown in /status: above 2^53 is no etcd's answer.
+  CHECK(failure(json{{"kvs", {Kv("/election/orders/1", "a", INT64_MAX, "1")}}}) ==
+        "range: kvs[0]: create_revision is out of range 0..9007199254740992");
+  CHECK(failure(json{{"header", {{"revision", "18446744073709551615"}}}}) ==
+        "range: header: revision is out of range 0..9007199254740992");
   json not_base64 = Kv("/election/orders/1", "a", 1, "1");
   not_base64["key"] = "***";
   CHECK(failure(json{{"kvs", {not_base64}}}) == "range: kvs[0]: a key or value is not base64");

@@ -120,6 +120,28 @@ TEST_CASE("k8s_lease: an answer that is not this Lease is an error, never a view
   CHECK(Parsed(Lease("{}")).holder_identity.empty());
 }
 
+TEST_CASE("k8s_lease: a deeply nested answer is refused without walking it", "[k8s]") {
+  // ~130,000 levels fit in the 256 KiB limit: printed recursively (as a wrong kind once was),
+  // they overflowed the stack.
+  const size_t levels = (sbd::kMaxLeaseBodyBytes - 64) / 2;
+  const std::string deep = std::string(levels, '[') + std::string(levels, ']');
+  CHECK(Error(R"({"kind":)" + deep + R"(,"metadata":{"name":"orders"},"spec":{}})") ==
+        "the answer is nested deeper than 64 levels");
+  CHECK(Error(R"({"kind":[[1]],"metadata":{"name":"orders"},"spec":{}})") ==
+        "the answer is not a Lease (kind of JSON type array)");
+}
+
+TEST_CASE("k8s_lease: a renewTime whose lease end would wrap is rejected", "[k8s]") {
+  const K8sLeaseObject lease =
+      Parsed(Lease(R"({"holderIdentity":"a","renewTime":"2262-04-10T00:00:00.000000Z",)"
+                   R"("leaseDurationSeconds":31622400})"));
+  CHECK_FALSE(lease.renew_time);
+  CHECK(lease.rejected == std::vector<std::string>{"spec.renewTime: too late to add the lease "
+                                                   "duration to: the time left is unknown"});
+  const sbd::DcsView view = sbd::K8sLeaseAsView(lease, {}, WallClock::now());
+  CHECK(view.lease_ttl_remaining == -1);
+}
+
 TEST_CASE("k8s_lease: the view names the member by identity, the epoch and the time left",
           "[k8s]") {
   sbd::MemberSpec a;

@@ -82,8 +82,9 @@ TEST_CASE("patroni parser: each wrongly typed field is named in a protocol failu
   const std::vector<std::pair<nlohmann::json, std::string>> cases = {
       {PatroniWith("timeline", "3"), "/patroni: timeline is not an integer"},
       {PatroniWith("timeline", 1.5), "/patroni: timeline is not an integer"},
-      {PatroniWith("timeline", -1), "/patroni: timeline is out of range"},
-      {PatroniWith("timeline", 18446744073709551615ULL), "/patroni: timeline is out of range"},
+      {PatroniWith("timeline", -1), "/patroni: timeline is out of range 0..4294967295"},
+      {PatroniWith("timeline", 18446744073709551615ULL),
+       "/patroni: timeline is out of range 0..4294967295"},
       {PatroniWith("cluster_unlocked", 1), "/patroni: cluster_unlocked is not a boolean"},
       {PatroniWith("state", 7), "/patroni: state is not a string"},
       {PatroniWith("role", nlohmann::json::array()), "/patroni: role is not a string"},
@@ -131,7 +132,7 @@ TEST_CASE("patroni parser: a malformed /cluster is a protocol failure and adds n
       {"{\"members\":[" + leader + R"(,{"name":"pg-2","port":"5432"}]})",
        "/cluster: members[1]: port is not an integer"},
       {R"({"members":[{"name":"pg-2","port":70000}]})",
-       "/cluster: members[0]: port is out of range"},
+       "/cluster: members[0]: port is out of range 0..65535"},
       {R"({"members":[{"name":"pg-2","timeline":"2"}]})",
        "/cluster: members[0]: timeline is not an integer"},
       {R"({"members":[{"name":"pg-2","api_url":false}]})",
@@ -172,7 +173,8 @@ TEST_CASE("etcd parser: wrongly typed keys, values, revisions and leases are pro
       {{{"kvs", {odd_length}}}, "range: kvs[0]: a key or value is not base64"},
       {{{"kvs", {lease_object}}}, "range: kvs[0]: lease is not a decimal integer"},
       {{{"kvs", {revision_text}}}, "range: kvs[0]: mod_revision is not a decimal integer"},
-      {{{"kvs", {revision_huge}}}, "range: kvs[0]: mod_revision is not a decimal integer"},
+      {{{"kvs", {revision_huge}}},
+       "range: kvs[0]: mod_revision is out of range 0..9007199254740992"},
       {{{"kvs", "leader"}}, "range: kvs is not a list"},
       {nlohmann::json::array(), "range: not a JSON object"},
   };
@@ -227,6 +229,98 @@ TEST_CASE("etcd parser: the config ttl may be a number or decimal text", "[parse
     CHECK(std::get<DcsView>(result).config_ttl == 30);
     CHECK(std::get<DcsView>(result).rejected.empty());
   }
+}
+
+TEST_CASE("etcd parser: a config ttl out of range is rejected with the reason, never kept",
+          "[parse]") {
+  // Measured: 18446744073709551 s became a negative ttl in /status once in milliseconds.
+  for (const char* config :
+       {R"({"ttl":18446744073709551})", R"({"ttl":"18446744073709551"})", R"({"ttl":0})",
+        R"({"ttl":-30})", R"({"ttl":31622401})", R"({"ttl":"99999999999999999999"})"}) {
+    INFO(config);
+    auto result = Range({{"kvs", {Kv("leader", "pg-1"), Kv("config", config)}}});
+    REQUIRE(std::holds_alternative<DcsView>(result));
+    const DcsView& view = std::get<DcsView>(result);
+    CHECK_FALSE(view.config_ttl);
+    CHECK(view.holder == "pg-1");  // the rest of the scope is still read
+    CHECK(view.rejected == std::vector<std::string>{"config: ttl is out of range 1..31622400"});
+  }
+  auto longest = Range({{"kvs", {Kv("config", R"({"ttl":31622400})")}}});
+  REQUIRE(std::holds_alternative<DcsView>(longest));
+  CHECK(std::get<DcsView>(longest).config_ttl == 31622400);
+}
+
+TEST_CASE("etcd parser: revisions above 2^53 or below 0 fail the read, naming the field",
+          "[parse]") {
+  nlohmann::json high = Kv("leader", "pg-1");
+  high["mod_revision"] = "9007199254740993";
+  nlohmann::json negative = Kv("leader", "pg-1");
+  negative["mod_revision"] = "-5";
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {{{"kvs", {high}}}, "range: kvs[0]: mod_revision is out of range 0..9007199254740992"},
+      {{{"kvs", {negative}}}, "range: kvs[0]: mod_revision is out of range 0..9007199254740992"},
+      {{{"header", {{"revision", "9223372036854775807"}}}},
+       "range: header: revision is out of range 0..9007199254740992"},
+      {{{"header", {{"revision", -1}}}},
+       "range: header: revision is out of range 0..9007199254740992"},
+  };
+  for (const auto& [body, message] : cases) {
+    INFO(body.dump());
+    const ProbeFailure failure = RangeFailure(body);
+    CHECK(failure.reason == ProbeFailureReason::kProtocol);
+    CHECK(failure.message == message);
+  }
+  nlohmann::json top = Kv("leader", "pg-1");
+  top["mod_revision"] = "9007199254740992";
+  auto result = Range({{"kvs", {top}}});
+  REQUIRE(std::holds_alternative<DcsView>(result));
+  CHECK(std::get<DcsView>(result).mod_revision == 9007199254740992);
+}
+
+TEST_CASE("json fields: an integer out of its range names the range and changes nothing",
+          "[parse]") {
+  const auto object =
+      Json(R"({"big":18446744073709551615,"neg":-2,"text":"18446744073709551616","ok":"7"})");
+  std::int64_t out = 5;
+  CHECK(JsonFields(object, "w").Int64("big", &out, 0, 10).error() ==
+        "w: big is out of range 0..10");
+  CHECK(JsonFields(object, "w").Int64("neg", &out, -1, 10).error() ==
+        "w: neg is out of range -1..10");
+  CHECK(JsonFields(object, "w").DecimalInt64("text", &out, 0, 10).error() ==
+        "w: text is out of range 0..10");
+  CHECK(JsonFields(object, "w").DecimalInt64("ok", &out, 0, 6).error() ==
+        "w: ok is out of range 0..6");
+  CHECK(out == 5);
+  CHECK(JsonFields(object, "w").DecimalInt64("ok", &out, 0, 7).ok());
+  CHECK(out == 7);
+}
+
+TEST_CASE("json fields: nesting deeper than 64 levels is refused before parsing", "[parse]") {
+  // 256 KiB of brackets: ~130,000 levels, enough to overflow a stack walked recursively.
+  const std::string deep = std::string(131072, '[') + std::string(131072, ']');
+  auto parsed = ParseUntrustedJson(deep);
+  REQUIRE(std::holds_alternative<std::string>(parsed));
+  CHECK(std::get<std::string>(parsed) == "nested deeper than 64 levels");
+  CHECK(JsonNestingProblem(std::string(64, '{') + std::string(64, '}')) == std::nullopt);
+  CHECK(JsonNestingProblem(std::string(65, '[')) == "nested deeper than 64 levels");
+  // Brackets inside strings, escaped quotes among them, are text, not nesting.
+  const std::string text = R"({"a":")" + std::string(100, '[') + R"(\"[[[","b":[1,2]})";
+  auto quoted = ParseUntrustedJson(text);
+  REQUIRE(std::holds_alternative<nlohmann::json>(quoted));
+  CHECK(std::get<nlohmann::json>(quoted)["b"].size() == 2);
+  CHECK(std::get<std::string>(ParseUntrustedJson("{\"a\":")) == "not JSON");
+}
+
+TEST_CASE("etcd parser: a deeply nested member registration is rejected, not parsed", "[parse]") {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto result = Range(
+      {{"kvs",
+        {Kv("leader", "pg-1"), Kv("members/deep", deep), Kv("config", "{\"ttl\":" + deep + "}")}}});
+  REQUIRE(std::holds_alternative<DcsView>(result));
+  const DcsView& view = std::get<DcsView>(result);
+  CHECK(view.holder == "pg-1");
+  CHECK(view.rejected == std::vector<std::string>{"members/deep: nested deeper than 64 levels",
+                                                  "config: nested deeper than 64 levels"});
 }
 
 TEST_CASE("json fields: decimal text is all digits within int64", "[parse]") {

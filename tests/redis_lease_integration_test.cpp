@@ -68,6 +68,21 @@ TEST_CASE("RedisLeaseReader: a held key gives its token and lease left; a missin
   CHECK(Record(again).keys[0].token == "token-b");
 }
 
+TEST_CASE("RedisLeaseReader: a PTTL above 2^53 ms fails the read naming the range, never wraps") {
+  // Redis 7 takes a PX this large (it fits once added to the clock); (ms + 999) / 1000 on a
+  // PTTL near INT64_MAX would wrap.
+  RedisServer redis;
+  REQUIRE(redis.Command({"SET", "lease:far", "token-a", "PX", "9000000000000000000"}) == "OK");
+  RedisLeaseReader reader(Local(redis.port()), Names({"lease:far"}));
+  auto result = reader.Read(In(2000));
+  REQUIRE(std::holds_alternative<ProbeFailure>(result));
+  const ProbeFailure& failure = std::get<ProbeFailure>(result);
+  CHECK(failure.reason == ProbeFailureReason::kProtocol);
+  CHECK(failure.message.find("is out of range -2..9007199254740992") != std::string::npos);
+  REQUIRE(redis.Command({"SET", "lease:far", "token-a", "PX", "5000"}) == "OK");
+  CHECK(Record(reader.Read(In(2000))).keys[0].lease_left_ms <= 5000);
+}
+
 TEST_CASE("RedisLeaseReader: a lease without TTL, a binary token and a hash are each said so") {
   RedisServer redis;
   REQUIRE(redis.Command({"SET", "lease:forever", "t"}) == "OK");

@@ -2,12 +2,14 @@
 // a server certificate (IP 127.0.0.1, DNS localhost) and a client certificate made by the
 // openssl CLI at test time: a reading over TLS with AUTH, and the clear failures (a wrong CA,
 // a wrong server name, no client certificate, TLS to a plain port, plain to a TLS port).
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
 #include "probes/redis.h"
 #include "probes/redis_client.h"
 #include "probes/redis_wire.h"
+#include "probes/sentinel_watch.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_sandbox.h"
@@ -139,6 +141,44 @@ TEST_CASE("RedisClient over TLS: the reply caps hold as on the plain path", "[re
 
   auto replies = Role(client);  // and a new connection reads normally again
   if (auto* failure = std::get_if<ProbeFailure>(&replies)) FAIL(failure->message);
+}
+
+TEST_CASE("SentinelWatch over TLS: subscribes with AUTH and reports a pushed event",
+          "[redis][tls][sentinel]") {
+  // A TLS-only redis-server stands in for a sentinel: pub/sub is the same protocol, and
+  // PUBLISH puts a +switch-master on the channel the watch follows.
+  Pki pki;
+  testing::RedisSandbox sandbox;
+  const testing::RedisProcess& server =
+      sandbox.StartTlsServer("tls", pki.ServerConfig(true) + "requirepass watch-secret\n");
+  ::setenv("SBD_TEST_WATCH_TLS_PASS", "watch-secret", 1);
+  std::atomic<int> changes{0};
+  SentinelWatch watch(
+      {server.address()}, "cache", [&] { ++changes; },
+      SentinelAuth{"", std::nullopt, "SBD_TEST_WATCH_TLS_PASS", pki.Client()});
+  const bool up = testing::WaitFor([&] { return watch.Status().up; }, seconds(10));
+  INFO(watch.LastFailure());
+  REQUIRE(up);
+  RedisClient publisher(server.address(), "", std::string("watch-secret"), pki.Client());
+  const auto deadline = SteadyClock::now() + seconds(5);
+  if (auto failure = publisher.Connect(deadline)) FAIL(failure->message);
+  auto published =
+      publisher.Pipeline({{"PUBLISH", "+switch-master", "other 127.0.0.1 1 127.0.0.1 2"},
+                          {"PUBLISH", "+switch-master", "cache 127.0.0.1 1 127.0.0.1 2"}},
+                         deadline);
+  if (auto* failure = std::get_if<ProbeFailure>(&published)) FAIL(failure->message);
+  CHECK(testing::WaitFor([&] { return changes == 1; }, seconds(5)));
+  CHECK(watch.Status().changes == 1);  // the other group's event is not counted
+  CHECK(watch.LastFailure().find("watch-secret") == std::string::npos);
+
+  // Without the CA that signed the server, the watch never subscribes, and says why.
+  SentinelWatch untrusted(
+      {server.address()}, "cache", [] {},
+      SentinelAuth{"", std::nullopt, "SBD_TEST_WATCH_TLS_PASS", pki.Client("other-ca.pem")});
+  CHECK(testing::WaitFor(
+      [&] { return untrusted.LastFailure().find("verification failed") != std::string::npos; },
+      seconds(10)));
+  CHECK_FALSE(untrusted.Status().up);
 }
 
 TEST_CASE("RedisClient over TLS: a wrong CA or server name fails verification, naming no secret",

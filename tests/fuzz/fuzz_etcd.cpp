@@ -5,11 +5,13 @@
 
 #include "probes/etcd.h"
 #include "probes/etcd_election.h"
+#include "probes/json_fields.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const auto body =
-      nlohmann::json::parse(std::string(reinterpret_cast<const char*>(data), size), nullptr, false);
-  if (body.is_discarded()) return 0;
+  // Parsed as FetchJson parses every answer: depth first checked, never recursing on it.
+  auto parsed = sbd::ParseUntrustedJson(std::string(reinterpret_cast<const char*>(data), size));
+  if (!std::holds_alternative<nlohmann::json>(parsed)) return 0;
+  const nlohmann::json& body = std::get<nlohmann::json>(parsed);
   // The recorded ranges in tests/testdata/patroni (the seeds) are for this scope.
   sbd::EtcdScopeProbe::ParseRange(body, "/service/sbd-selftest/");
   // The same keys as an election's candidates (etcd_election), with a member to name.
