@@ -34,7 +34,10 @@ struct SentinelAuth {
 /// connection, each sentinel with an equal share of the deadline), and the master a strict
 /// majority of the configured sentinels names is the holder; its config-epoch is the epoch
 /// (the fencing token of a failover). Sentinels that disagree or do not answer go into
-/// `DcsView::dissent`. Read-only. Not thread-safe: one Read() at a time.
+/// `DcsView::dissent`. A failover is `handover_in_progress` only while a strict majority of the
+/// configured sentinels report it (in progress, or a newer master than the majority's), and for
+/// at most kSentinelHandoverBound; a minority's report is dissent, never trusted. Read-only.
+/// Not thread-safe: one Read() at a time.
 class SentinelStore : public LockStore {
  public:
   /// `members` map the address Sentinel names to a member's name.
@@ -50,6 +53,12 @@ class SentinelStore : public LockStore {
       const std::vector<std::string>& sentinels,
       const std::vector<std::variant<SentinelView, ProbeFailure>>& answers,
       const std::vector<MemberSpec>& members);
+
+  /// Pure but for `since`: keeps a failover the majority reports from excusing anything past
+  /// kSentinelHandoverBound after `since`, when it was first read (set here, and cleared when
+  /// the record reports none): clears `handover_in_progress` then, saying why in dissent.
+  static void BoundHandover(DcsView& view, std::optional<WallClock::time_point>& since,
+                            WallClock::time_point now);
 
  private:
   /// Asks sentinel `index`, connecting (with AUTH) first when it has no connection.
@@ -67,6 +76,8 @@ class SentinelStore : public LockStore {
   std::string holder_;
   std::string previous_holder_;
   std::optional<WallClock::time_point> holder_changed_at_;
+  /// When this store first read the majority's current failover; unset while there is none.
+  std::optional<WallClock::time_point> handover_since_;
 };
 
 }  // namespace sbd
