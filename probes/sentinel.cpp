@@ -75,10 +75,11 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Read(SteadyClock::time_point 
                                       : SteadyClock::duration::zero();
     answers.push_back(Ask(i, now + share));
   }
-  auto record = Vote(sentinels_, answers, members_);
+  int minority_votes = 0;
+  auto record = Vote(sentinels_, answers, members_, &minority_votes);
   if (auto* view = std::get_if<DcsView>(&record)) {
     RememberHolder(*view);
-    BoundHandover(*view, handover_since_, WallClock::now());
+    BoundHandover(*view, minority_votes, handover_clock_, WallClock::now());
   }
   return record;
 }
@@ -96,27 +97,40 @@ void SentinelStore::RememberHolder(DcsView& view) {
   view.handover_bound = kSentinelHandoverBound;
 }
 
-void SentinelStore::BoundHandover(DcsView& view, std::optional<WallClock::time_point>& since,
+void SentinelStore::BoundHandover(DcsView& view, int minority_votes, HandoverClock& clock,
                                   WallClock::time_point now) {
-  if (!view.handover_in_progress) {
-    since.reset();
+  using std::chrono::milliseconds;
+  auto held = [&](const WallClock::time_point since) {
+    return std::chrono::duration_cast<milliseconds>(now - since).count();
+  };
+  if (!view.handover_in_progress) clock.majority_since.reset();
+  if (view.handover_in_progress || minority_votes <= 0) clock.minority_since.reset();
+  if (view.handover_in_progress) {
+    if (!clock.majority_since) clock.majority_since = now;
+    // Sentinel's failover-timeout (3 min by default) is no bound: a failover that keeps the
+    // lock moving for longer than a handover takes has failed, or is a lie.
+    if (now - *clock.majority_since <= kSentinelHandoverBound) return;
+    view.handover_in_progress = false;
+    view.dissent.push_back("a majority of sentinels has reported a failover in progress for " +
+                           std::to_string(held(*clock.majority_since)) +
+                           " ms, past the handover bound of " +
+                           std::to_string(kSentinelHandoverBound.count()) + " ms: not trusted");
     return;
   }
-  if (!since) since = now;
-  // Sentinel's failover-timeout (3 min by default) is no bound: a failover that keeps the lock
-  // moving for longer than a handover takes is a failover that failed, or a lie.
-  const auto held = std::chrono::duration_cast<std::chrono::milliseconds>(now - *since);
-  if (held <= kSentinelHandoverBound) return;
-  view.handover_in_progress = false;
-  view.dissent.push_back("a majority of sentinels has reported a failover in progress for " +
-                         std::to_string(held.count()) + " ms, past the handover bound of " +
-                         std::to_string(kSentinelHandoverBound.count()) + " ms: not trusted");
+  if (minority_votes <= 0) return;
+  if (!clock.minority_since) clock.minority_since = now;
+  const bool fresh = now - *clock.minority_since <= kSentinelAgreementBound;
+  view.handover_in_progress = fresh;
+  view.dissent.push_back(
+      "the minority's failover report, read for " + std::to_string(held(*clock.minority_since)) +
+      " ms, is " + (fresh ? "believed" : "not trusted") + ": a minority is believed for " +
+      std::to_string(kSentinelAgreementBound.count()) + " ms at most, while the others hear of it");
 }
 
 std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
     const std::vector<std::string>& sentinels,
     const std::vector<std::variant<SentinelView, ProbeFailure>>& answers,
-    const std::vector<MemberSpec>& members) {
+    const std::vector<MemberSpec>& members, int* minority_votes) {
   std::map<std::string, int> votes;
   std::string failures;
   for (const auto& answer : answers) {
@@ -174,7 +188,8 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
   if (failover_votes > 0 && !record.handover_in_progress) {
     record.dissent.push_back("a failover is reported by " + std::to_string(failover_votes) +
                              " of " + std::to_string(sentinels.size()) +
-                             " sentinels, not a majority: not trusted");
+                             " sentinels, not a majority");
+    if (minority_votes != nullptr && !majority.empty()) *minority_votes = failover_votes;
   }
   return record;
 }
