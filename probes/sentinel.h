@@ -54,7 +54,9 @@ class SentinelStore : public LockStore {
   std::unique_ptr<LockWatch> Watch(LockWatch::Changed on_change) override;
 
   /// Pure: the record from each sentinel's answer (a view or why there is none), in the order
-  /// of `sentinels`. A failure when no sentinel answered.
+  /// of `sentinels`. A failure when no sentinel answered. `minority_votes`, when given, is set
+  /// to the number of sentinels reporting a failover when they are fewer than a majority (and
+  /// a majority names a holder); left alone otherwise.
   static std::variant<DcsView, ProbeFailure> Vote(
       const std::vector<std::string>& sentinels,
       const std::vector<std::variant<SentinelView, ProbeFailure>>& answers,
