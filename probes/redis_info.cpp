@@ -139,8 +139,17 @@ std::variant<SentinelView, std::string> ParseSentinelMaster(const std::vector<st
     const std::string& value = fields[i + 1];
     if (key == "config-epoch") {
       const auto epoch = Decimal(value, 0, INT64_MAX);
-      if (!epoch)
+      // Sentinel prints its unsigned epoch signed: 2^64-1 arrives as -1.
+      const size_t from = value.rfind('-', 0) == 0 ? 1 : 0;
+      const bool digits = value.size() > from && value.size() <= 21 &&
+                          value.find_first_not_of("0123456789", from) == std::string::npos;
+      if (!epoch && !digits)
         return "SENTINEL master: config-epoch is not a number: \"" + Excerpt(value) + "\"";
+      // Above the range, a wrapped or forged epoch would outrank every real failover.
+      if (!epoch || *epoch > kMaxSentinelEpoch) {
+        return "SENTINEL master: config-epoch " + Excerpt(value) + " is out of range (0 to " +
+               std::to_string(kMaxSentinelEpoch) + ")";
+      }
       view.config_epoch = *epoch;
       have_epoch = true;
     } else if (key == "quorum") {

@@ -27,6 +27,10 @@ bool ParseMinReplicasToWrite(const std::string& value, RedisReading& reading);
 
 /// What one sentinel says about the monitored master (`SENTINEL master <name>` as a flat
 /// field/value list, plus `SENTINEL get-master-addr-by-name <name>`).
+/// The highest config-epoch believed: Sentinel adds one per failover attempt, so a real group
+/// stays far below (one attempt a second for 136 years); above it the answer is rejected.
+constexpr std::int64_t kMaxSentinelEpoch = 4294967295;
+
 struct SentinelView {
   std::string address;            ///< "ip:port" of the master it records
   std::int64_t config_epoch = 0;  ///< the failover epoch: the fencing token of a failover
@@ -37,7 +41,7 @@ struct SentinelView {
 
 /// Parses the two answers of one sentinel: `fields` is `SENTINEL master`'s flat list (name,
 /// value, name, value, ...), `addr` the two elements of get-master-addr-by-name. Strict on
-/// the port, the epoch and the quorum; returns the view or an error.
+/// the port, the epoch (0 to kMaxSentinelEpoch) and the quorum; returns the view or an error.
 std::variant<SentinelView, std::string> ParseSentinelMaster(const std::vector<std::string>& fields,
                                                             const std::vector<std::string>& addr);
 

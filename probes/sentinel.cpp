@@ -75,8 +75,12 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Read(SteadyClock::time_point 
                                       : SteadyClock::duration::zero();
     answers.push_back(Ask(i, now + share));
   }
-  auto record = Vote(sentinels_, answers, members_);
-  if (auto* view = std::get_if<DcsView>(&record)) RememberHolder(*view);
+  int minority_votes = 0;
+  auto record = Vote(sentinels_, answers, members_, &minority_votes);
+  if (auto* view = std::get_if<DcsView>(&record)) {
+    RememberHolder(*view);
+    BoundHandover(*view, minority_votes, handover_clock_, WallClock::now());
+  }
   return record;
 }
 
@@ -93,10 +97,40 @@ void SentinelStore::RememberHolder(DcsView& view) {
   view.handover_bound = kSentinelHandoverBound;
 }
 
+void SentinelStore::BoundHandover(DcsView& view, int minority_votes, HandoverClock& clock,
+                                  WallClock::time_point now) {
+  using std::chrono::milliseconds;
+  auto held = [&](const WallClock::time_point since) {
+    return std::chrono::duration_cast<milliseconds>(now - since).count();
+  };
+  if (!view.handover_in_progress) clock.majority_since.reset();
+  if (view.handover_in_progress || minority_votes <= 0) clock.minority_since.reset();
+  if (view.handover_in_progress) {
+    if (!clock.majority_since) clock.majority_since = now;
+    // Sentinel's failover-timeout (3 min by default) is no bound: a failover that keeps the
+    // lock moving for longer than a handover takes has failed, or is a lie.
+    if (now - *clock.majority_since <= kSentinelHandoverBound) return;
+    view.handover_in_progress = false;
+    view.dissent.push_back("a majority of sentinels has reported a failover in progress for " +
+                           std::to_string(held(*clock.majority_since)) +
+                           " ms, past the handover bound of " +
+                           std::to_string(kSentinelHandoverBound.count()) + " ms: not trusted");
+    return;
+  }
+  if (minority_votes <= 0) return;
+  if (!clock.minority_since) clock.minority_since = now;
+  const bool fresh = now - *clock.minority_since <= kSentinelAgreementBound;
+  view.handover_in_progress = fresh;
+  view.dissent.push_back(
+      "the minority's failover report, read for " + std::to_string(held(*clock.minority_since)) +
+      " ms, is " + (fresh ? "believed" : "not trusted") + ": a minority is believed for " +
+      std::to_string(kSentinelAgreementBound.count()) + " ms at most, while the others hear of it");
+}
+
 std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
     const std::vector<std::string>& sentinels,
     const std::vector<std::variant<SentinelView, ProbeFailure>>& answers,
-    const std::vector<MemberSpec>& members) {
+    const std::vector<MemberSpec>& members, int* minority_votes) {
   std::map<std::string, int> votes;
   std::string failures;
   for (const auto& answer : answers) {
@@ -108,7 +142,15 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
   }
   DcsView record;
   record.lease_id = "0";
-  std::int64_t newest_dissent = -1;
+  for (const auto& answer : answers) {
+    const auto* view = std::get_if<SentinelView>(&answer);
+    if (view != nullptr && view->address == majority) {
+      record.mod_revision = std::max(record.mod_revision, view->config_epoch);
+    }
+  }
+  // Sentinels that say a failover is under way: moving the lock now, or naming another master
+  // at a newer epoch than the majority's (a configuration the others have not heard of yet).
+  int failover_votes = 0;
   for (size_t i = 0; i < answers.size() && i < sentinels.size(); ++i) {
     const std::string& who = sentinels[i];
     if (const auto* failure = std::get_if<ProbeFailure>(&answers[i])) {
@@ -124,12 +166,11 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
     if (view.address != majority) {
       record.dissent.push_back("sentinel " + who + " names " + view.address + " at epoch " +
                                std::to_string(view.config_epoch) + " (flags " + view.flags + ")");
-      newest_dissent = std::max(newest_dissent, view.config_epoch);
+      if (!majority.empty() && view.config_epoch > record.mod_revision) ++failover_votes;
       continue;
     }
-    if (view.config_epoch >= record.mod_revision) record.mod_revision = view.config_epoch;
     if (view.failover_in_progress) {
-      record.handover_in_progress = true;
+      ++failover_votes;
       record.dissent.push_back("sentinel " + who + ": failover in progress at epoch " +
                                std::to_string(view.config_epoch));
     }
@@ -140,9 +181,16 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
                         "no sentinel answered: " + failures};
   }
   if (!majority.empty()) record.holder = NamedMember(majority, members);
-  // A sentinel that names another master at a newer epoch has seen a failover the others
-  // have not heard of yet (Sentinel spreads a new configuration every 2 s).
-  if (!majority.empty() && newest_dissent > record.mod_revision) record.handover_in_progress = true;
+  // A failover moves the lock only when a strict majority of the configured sentinels say so:
+  // one sentinel (misconfigured, or anyone's) must not excuse a master nobody elected.
+  const bool agreed = 2 * failover_votes > static_cast<int>(sentinels.size());
+  record.handover_in_progress = !majority.empty() && agreed;
+  if (failover_votes > 0 && !record.handover_in_progress) {
+    record.dissent.push_back("a failover is reported by " + std::to_string(failover_votes) +
+                             " of " + std::to_string(sentinels.size()) +
+                             " sentinels, not a majority");
+    if (minority_votes != nullptr && !majority.empty()) *minority_votes = failover_votes;
+  }
   return record;
 }
 

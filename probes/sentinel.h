@@ -19,6 +19,11 @@ namespace sbd {
 /// replica's INFO every 10 s. Measured here: 11 s for redis-sentinel 7.0.
 constexpr std::chrono::milliseconds kSentinelHandoverBound{20000};
 
+/// How long one sentinel alone may say it is failing the master over before the others agree:
+/// the leader promotes a replica before any other sentinel knows, sees the promotion within its
+/// 1 s INFO period and announces the new configuration at once (its hello, every 2 s after).
+constexpr std::chrono::milliseconds kSentinelAgreementBound{3000};
+
 /// How the detector authenticates to the sentinels (their `requirepass`, or an ACL user):
 /// apart from the members', since Sentinel keeps its own users.
 struct SentinelAuth {
@@ -34,7 +39,11 @@ struct SentinelAuth {
 /// connection, each sentinel with an equal share of the deadline), and the master a strict
 /// majority of the configured sentinels names is the holder; its config-epoch is the epoch
 /// (the fencing token of a failover). Sentinels that disagree or do not answer go into
-/// `DcsView::dissent`. Read-only. Not thread-safe: one Read() at a time.
+/// `DcsView::dissent`. A failover is `handover_in_progress` while a strict majority of the
+/// configured sentinels report it (in progress, or a newer master than the majority's), for at
+/// most kSentinelHandoverBound; a minority's report is dissent, and believed only in its first
+/// kSentinelAgreementBound (see BoundHandover). Read-only. Not thread-safe: one Read() at a
+/// time.
 class SentinelStore : public LockStore {
  public:
   /// `members` map the address Sentinel names to a member's name.
@@ -45,11 +54,28 @@ class SentinelStore : public LockStore {
   std::unique_ptr<LockWatch> Watch(LockWatch::Changed on_change) override;
 
   /// Pure: the record from each sentinel's answer (a view or why there is none), in the order
-  /// of `sentinels`. A failure when no sentinel answered.
+  /// of `sentinels`. A failure when no sentinel answered. `minority_votes`, when given, is set
+  /// to the number of sentinels reporting a failover when they are fewer than a majority (and
+  /// a majority names a holder); left alone otherwise.
   static std::variant<DcsView, ProbeFailure> Vote(
       const std::vector<std::string>& sentinels,
       const std::vector<std::variant<SentinelView, ProbeFailure>>& answers,
-      const std::vector<MemberSpec>& members);
+      const std::vector<MemberSpec>& members, int* minority_votes = nullptr);
+
+  /// When this store first read the failover now reported, by a majority or by a minority of
+  /// the sentinels; each unset while there is none.
+  struct HandoverClock {
+    std::optional<WallClock::time_point> majority_since;
+    std::optional<WallClock::time_point> minority_since;
+  };
+
+  /// Pure but for `clock`: bounds how long a reported failover may excuse anything. A
+  /// majority's (`handover_in_progress` from Vote) for kSentinelHandoverBound after it was first
+  /// read; a minority's (`minority_votes` sentinels, from Vote) for kSentinelAgreementBound
+  /// only, the time the others take to hear of a failover the leader has just made. Sets or
+  /// clears `handover_in_progress` accordingly, saying why in dissent.
+  static void BoundHandover(DcsView& view, int minority_votes, HandoverClock& clock,
+                            WallClock::time_point now);
 
  private:
   /// Asks sentinel `index`, connecting (with AUTH) first when it has no connection.
@@ -67,6 +93,7 @@ class SentinelStore : public LockStore {
   std::string holder_;
   std::string previous_holder_;
   std::optional<WallClock::time_point> holder_changed_at_;
+  HandoverClock handover_clock_;
 };
 
 }  // namespace sbd

@@ -27,6 +27,18 @@ std::string ClaimClause(const std::string& member, const Claim& now) {
   return "";
 }
 
+// How long `member` has been writable by `history` (which does not hold this round yet): zero
+// when it was not writable before this round.
+Millis WritableFor(const ClusterHistory& history, const std::string& member,
+                   WallClock::time_point now) {
+  auto it = history.members.find(member);
+  if (it == history.members.end() || !it->second.last_known_writable() ||
+      !it->second.writable_since || *it->second.writable_since > now) {
+    return Millis(0);
+  }
+  return std::chrono::duration_cast<Millis>(now - *it->second.writable_since);
+}
+
 }  // namespace
 
 std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observation>& first,
@@ -91,9 +103,15 @@ std::optional<TransitionEvidence> DescribeHandover(const DcsView& record,
   for (const auto& member : writable) {
     if (member == record.holder) continue;
     if (!evidence.summary.empty()) evidence.summary += "; ";
-    if (record.handover_in_progress) {
+    // The store's word that it is moving the lock explains a member writable for its own
+    // bound at most (none without a bound); past it, only the previous holder's case remains.
+    const Millis writable_for = WritableFor(history, member, now);
+    if (record.handover_in_progress && record.handover_bound > Millis(0) &&
+        writable_for <= record.handover_bound) {
       evidence.summary += "the lock store is moving the lock" + epoch + ": " + member +
-                          " writable beside " + record.holder;
+                          " writable beside " + record.holder + " for " +
+                          std::to_string(writable_for.count()) + " ms of the " +
+                          std::to_string(record.handover_bound.count()) + " ms bound";
       continue;
     }
     if (member != record.previous_holder || !record.holder_changed_at) return std::nullopt;

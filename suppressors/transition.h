@@ -15,20 +15,21 @@ namespace sbd {
 std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observation>& first,
                                                      const std::vector<Observation>& reprobe);
 
-/// Pure: the primary moved from `previous` (last seen as the only writable member, on
-/// `previous_timeline`) to the only writable member of this round; nullopt when it did not.
 /// A confirmed double holder that the lock store itself is resolving: while the store says it
-/// is moving the lock (Sentinel's failover in progress), or while the store's previous holder,
-/// read without a break since the change, is still within the store's handover bound (Sentinel
-/// demotes an old master that still reports master). Needs the store's holder among
-/// `writable`; every other writable member must be so explained. nullopt otherwise, and
-/// whenever a writable member left a probe unanswered within `ttl`: one back from being
-/// frozen or partitioned is never excused.
+/// is moving the lock (Sentinel's failover in progress, agreed by a majority of sentinels) and
+/// each writable non-holder has been writable for at most the store's handover bound (a store
+/// with none excuses nothing), or while the store's previous holder, read without a break since
+/// the change, is still within that bound (Sentinel demotes an old master that still reports
+/// master). Needs the store's holder among `writable`; every other writable member must be so
+/// explained. nullopt otherwise, and whenever a writable member left a probe unanswered within
+/// `ttl`: one back from being frozen or partitioned is never excused.
 std::optional<TransitionEvidence> DescribeHandover(const DcsView& record,
                                                    const std::vector<std::string>& writable,
                                                    const ClusterHistory& history,
                                                    WallClock::time_point now, Millis ttl);
 
+/// Pure: the primary moved from `previous` (last seen as the only writable member, on
+/// `previous_timeline`) to the only writable member of this round; nullopt when it did not.
 std::optional<TransitionEvidence> DescribePrimaryMove(const std::string& previous,
                                                       std::int64_t previous_timeline,
                                                       const std::vector<std::string>& writable,

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -105,4 +106,50 @@ TEST_CASE("fencing: a resource token or store revision that goes back breaks the
       memory, Witnessed(53, 42),
       kAt + std::chrono::seconds(2) + sbd::kFencingRegressionHold + std::chrono::seconds(1));
   CHECK(memory.regressions.empty());
+}
+
+TEST_CASE("fencing: a witness token the lock store never issued fences nobody and is warned",
+          "[fencing]") {
+  sbd::FencingMemory memory;
+  // The store is at revision 50: no key it holds, nor any token it issued, is above that.
+  const std::int64_t forged = std::int64_t{1} << 53;
+  const sbd::DcsView view = Witnessed(50, forged);
+  sbd::RecordFencing(memory, view, kAt);
+  sbd::Assessment a = DoubleHolder();
+  sbd::JudgeFencing(memory, &view, {Claimer("a", "17"), Claimer("b", "42")}, a);
+  // Shown, and said to be unissued...
+  CHECK(a.resource_token == std::optional<std::int64_t>(forged));
+  CHECK(a.resource_token_unissued);
+  CHECK(a.fencing_warning.find("never issued") != std::string::npos);
+  CHECK(a.fencing_warning.find("50") != std::string::npos);
+  // ...but no evidence of a fence: the split brain pages.
+  CHECK(a.fenced_zombies.empty());
+  CHECK_FALSE(a.split_brain_fenced);
+  // Not remembered as the resource's high either: an honest 42 next is no regression.
+  const sbd::DcsView honest = Witnessed(51, 42);
+  sbd::RecordFencing(memory, honest, kAt + std::chrono::seconds(1));
+  CHECK(memory.regressions.empty());
+  sbd::Assessment next = DoubleHolder();
+  sbd::JudgeFencing(memory, &honest, {Claimer("a", "17"), Claimer("b", "42")}, next);
+  CHECK_FALSE(next.resource_token_unissued);
+  CHECK(next.fencing_warning.empty());
+  CHECK(next.split_brain_fenced);
+}
+
+TEST_CASE(
+    "fencing: a witness token at the store's revision is issued; above it, or with no "
+    "revision to check, it is not",
+    "[fencing]") {
+  for (const auto& [store_revision, token, issued] :
+       std::vector<std::tuple<std::int64_t, std::int64_t, bool>>{
+           {50, 50, true}, {50, 18, true}, {50, 51, false}, {0, 18, false}}) {
+    CAPTURE(store_revision, token);
+    sbd::FencingMemory memory;
+    const sbd::DcsView view = Witnessed(store_revision, token);
+    sbd::RecordFencing(memory, view, kAt);
+    sbd::Assessment a = DoubleHolder();
+    sbd::JudgeFencing(memory, &view, {Claimer("a", "17"), Claimer("b", "42")}, a);
+    CHECK(a.resource_token_unissued == !issued);
+    CHECK(a.split_brain_fenced == issued);
+  }
 }

@@ -135,8 +135,11 @@ TEST_CASE("sentinel: the master a strict majority names holds; the others are di
   const DcsView& agreed = std::get<DcsView>(record);
   CHECK(agreed.holder == "r1");
   CHECK(agreed.mod_revision == 3);
+  // s3 has seen a failover the others have not: shown, not trusted.
   CHECK(agreed.dissent ==
-        std::vector<std::string>{"sentinel s3:3 names 127.0.0.1:7002 at epoch 4 (flags master)"});
+        std::vector<std::string>{"sentinel s3:3 names 127.0.0.1:7002 at epoch 4 (flags master)",
+                                 "a failover is reported by 1 of 3 sentinels, not a majority"});
+  CHECK_FALSE(agreed.handover_in_progress);
   auto none = SentinelStore::Vote(sentinels, {ProbeFailure{}, ProbeFailure{}, ProbeFailure{}}, {});
   CHECK(std::holds_alternative<ProbeFailure>(none));
 }
@@ -156,6 +159,24 @@ TEST_CASE("sentinel: malformed answers are errors", "[redis]") {
   CHECK(std::get<SentinelView>(ok).address == "10.0.0.1:6379");
   CHECK(std::get<SentinelView>(ok).config_epoch == 7);
   CHECK(std::get<SentinelView>(ok).failover_in_progress);
+}
+
+TEST_CASE("sentinel: a config-epoch out of range is rejected with its reason", "[redis]") {
+  using V = std::vector<std::string>;
+  const V addr = {"10.0.0.1", "6379"};
+  for (const std::string epoch :
+       {"4294967296", "18446744073709551615", "99999999999999999999", "-1"}) {
+    CAPTURE(epoch);
+    auto parsed = ParseSentinelMaster(V{"config-epoch", epoch, "quorum", "2"}, addr);
+    REQUIRE(std::holds_alternative<std::string>(parsed));
+    CHECK(std::get<std::string>(parsed) ==
+          "SENTINEL master: config-epoch " + epoch + " is out of range (0 to 4294967295)");
+  }
+  auto top = ParseSentinelMaster(V{"config-epoch", "4294967295"}, addr);
+  REQUIRE(std::holds_alternative<SentinelView>(top));
+  CHECK(std::get<SentinelView>(top).config_epoch == kMaxSentinelEpoch);
+  CHECK(std::get<std::string>(ParseSentinelMaster(V{"config-epoch", "7x"}, addr)) ==
+        "SENTINEL master: config-epoch is not a number: \"7x\"");
 }
 
 }  // namespace sbd

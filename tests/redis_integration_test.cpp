@@ -340,4 +340,62 @@ TEST_CASE("redis: a master fenced by min-replicas-to-write is warned, not paged"
   CHECK(group.Firing("SplitBrain", start).empty());
 }
 
+TEST_CASE(
+    "redis: sentinels naming another master at a newer or an out-of-range epoch cannot hide a "
+    "replica promoted by hand",
+    "[redis_integration]") {
+  Group group;
+  // Two more sentinels in the detector's list, each configured for another master under the
+  // same name: one at an epoch far above the group's, one at an epoch no real group reaches.
+  // (Apart: sentinels of one master would adopt the higher epoch from each other.)
+  auto monitor = [](const RedisProcess& other, const std::string& epoch) {
+    return "sentinel monitor cache 127.0.0.1 " + std::to_string(other.port()) +
+           " 2\nsentinel config-epoch cache " + epoch + "\n";
+  };
+  RedisProcess& elsewhere = group.sandbox.StartServer("elsewhere");
+  group.sandbox.StartSentinel("sentinel-newer", monitor(elsewhere, "1000000"));
+  group.sandbox.StartSentinel("sentinel-far",
+                              monitor(group.sandbox.StartServer("farther"), "9999999999"));
+  group.StartDetector();
+  const std::string newer = group.sandbox.sentinels()[3]->address();
+  const std::string far = group.sandbox.sentinels()[4]->address();
+  nlohmann::json lock = group.Status()["lock"];
+  INFO(lock.dump(2));
+  CHECK(lock["holder"] == "m");
+  auto said = [&](const std::string& text) {
+    for (const auto& line : group.Status()["lock"].value("dissent", nlohmann::json::array())) {
+      if (line.get<std::string>().find(text) != std::string::npos) return true;
+    }
+    return false;
+  };
+  // Both shown: the newer one's view, and why the other's answer was refused.
+  CHECK(said("sentinel " + newer + " names " + elsewhere.address() + " at epoch 1000000"));
+  CHECK(said("sentinel " + far +
+             ": no answer (protocol): SENTINEL master: config-epoch 9999999999 is out of range"));
+  CHECK(said("a failover is reported by 1 of 5 sentinels, not a majority"));
+  // Believed for the time the others take to hear of a failover at most, then not at all.
+  CHECK(WaitFor([&] { return said("is not trusted: a minority is believed for 3000 ms"); },
+                seconds(10), milliseconds(100)));
+
+  RedisProcess& master = *group.members[0];
+  RedisProcess& promoted = *group.members[1];
+  Writer writer(master, promoted);
+  const auto start = Clock::now();
+  promoted.Cli({"REPLICAOF", "NO", "ONE"});
+  REQUIRE(writer.BothAccept(seconds(5)).has_value());
+  // Paged as without those sentinels (the fresh window past, at once).
+  REQUIRE(group.webhook.WaitFor(
+      [&](const WebhookReceiver::Delivery& d) {
+        return d.at >= start && d.body.dump().find("\"SplitBrain\"") != std::string::npos;
+      },
+      milliseconds(2 * kDownAfterMs)));
+  const nlohmann::json status = group.Status();
+  INFO(status.dump(2));
+  CHECK(status["verdict"] == "split_brain");
+  CHECK(status["raw_verdict"] == "split_brain");
+  const std::string summary =
+      AlertNamed(group.Firing("SplitBrain", start).front(), "SplitBrain")["annotations"]["summary"];
+  CHECK(summary.find("zombie r1, lock holder m") != std::string::npos);
+}
+
 }  // namespace sbd

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "detector/verdicts/verdict.h"
+#include "probes/sentinel.h"
 #include "suppressors/transition.h"
 
 namespace sbd {
@@ -54,6 +55,39 @@ Assessment Judge(const ClusterSpec& spec, const std::vector<Observation>& round,
   const DcsResult dcs = record;
   history.lineage = ChooseLineage(spec, history, &dcs);
   return Assess(spec, round, history, confirmed, &dcs);
+}
+
+SentinelView Names(const std::string& address, std::int64_t epoch, bool failover = false) {
+  SentinelView v;
+  v.address = address;
+  v.config_epoch = epoch;
+  v.flags = failover ? "master,failover_in_progress" : "master";
+  v.failover_in_progress = failover;
+  return v;
+}
+
+// The record four sentinels make of group m/r2: `answers` in the order s1..s4.
+DcsView SentinelRecord(const std::vector<std::variant<SentinelView, ProbeFailure>>& answers,
+                       int* minority = nullptr) {
+  MemberSpec m;
+  m.name = "m";
+  m.address = "127.0.0.1:7001";
+  MemberSpec r2;
+  r2.name = "r2";
+  r2.address = "127.0.0.1:7002";
+  std::vector<std::string> sentinels;
+  for (size_t i = 1; i <= answers.size(); ++i) sentinels.push_back("s" + std::to_string(i) + ":1");
+  auto record = SentinelStore::Vote(sentinels, answers, {m, r2}, minority);
+  REQUIRE(std::holds_alternative<DcsView>(record));
+  DcsView view = std::get<DcsView>(record);
+  view.handover_bound = kSentinelHandoverBound;
+  return view;
+}
+
+// History in which `member` has been a writable master since `since`.
+void WritableSince(ClusterHistory& history, const std::string& member, const std::string& replid,
+                   WallClock::time_point since) {
+  RecordObservation(history.members[member], Redis(member, "master", replid, kX), since);
 }
 
 }  // namespace
@@ -143,6 +177,112 @@ TEST_CASE("redis handover: the store's own failover excuses a double master for 
   CHECK_FALSE(DescribeHandover(record, {"new", "stranger"}, history, now, ttl));
   // Without the holder among the writable, nothing is explained.
   CHECK_FALSE(DescribeHandover(record, {"old", "stranger"}, history, now, ttl));
+}
+
+TEST_CASE(
+    "redis handover: a failover only a minority of sentinels reports excuses no replica "
+    "promoted by hand beyond the time the others take to hear of it",
+    "[redis][verdict]") {
+  const auto now = WallClock::now();
+  const Millis ttl(5000);
+  ClusterHistory history;
+  RecordObservation(history.members["m"], Redis("m", "master", kX), now - std::chrono::hours(1));
+  WritableSince(history, "r2", kZ, now - std::chrono::seconds(1));
+  const std::vector<std::string> both = {"m", "r2"};
+  // Three sentinels name m; a fourth (another group's config) names a master at a far newer
+  // epoch, in the middle of a failover of its own.
+  int minority = 0;
+  const DcsView dissenting =
+      SentinelRecord({Names("127.0.0.1:7001", 2), Names("127.0.0.1:7001", 2),
+                      Names("127.0.0.1:7001", 2), Names("10.9.9.9:6379", 1000000, true)},
+                     &minority);
+  CHECK(dissenting.holder == "m");
+  CHECK(minority == 1);
+  CHECK_FALSE(dissenting.handover_in_progress);
+  CHECK(dissenting.dissent.back() == "a failover is reported by 1 of 4 sentinels, not a majority");
+  CHECK_FALSE(DescribeHandover(dissenting, both, history, now, ttl));
+  // The store has read that report for longer than the others take to hear of a failover
+  // (it was there before r2 was promoted): not trusted.
+  SentinelStore::HandoverClock clock;
+  clock.minority_since = now - kSentinelAgreementBound - Millis(1);
+  DcsView steady = dissenting;
+  SentinelStore::BoundHandover(steady, minority, clock, now);
+  CHECK_FALSE(steady.handover_in_progress);
+  CHECK(steady.dissent.back().find(" ms, is not trusted: a minority is believed for 3000 ms at "
+                                   "most") != std::string::npos);
+  CHECK_FALSE(DescribeHandover(steady, both, history, now, ttl));
+  // And the verdict on that round stays the page.
+  const ClusterSpec spec = Group({"m", "r2"});
+  const std::vector<Observation> round = {Redis("m", "master", kX), Redis("r2", "master", kZ, kX)};
+  const DcsResult dcs = steady;
+  CHECK(Assess(spec, round, history, true, &dcs).verdict == Verdict::kSplitBrain);
+  // A fresh report (a leader that has just promoted r2) is believed for that time only.
+  SentinelStore::HandoverClock fresh_clock;
+  DcsView fresh = dissenting;
+  SentinelStore::BoundHandover(fresh, minority, fresh_clock, now);
+  CHECK(fresh.handover_in_progress);
+  CHECK(DescribeHandover(fresh, both, history, now, ttl).has_value());
+  DcsView stale = dissenting;
+  SentinelStore::BoundHandover(stale, minority, fresh_clock,
+                               now + kSentinelAgreementBound + Millis(1));
+  CHECK_FALSE(stale.handover_in_progress);
+  CHECK_FALSE(DescribeHandover(stale, both, history, now + kSentinelAgreementBound, ttl));
+  // One of three naming m but saying it is failing it over is dissent, shown.
+  const DcsView one_of_three = SentinelRecord(
+      {Names("127.0.0.1:7001", 2, true), Names("127.0.0.1:7001", 2), Names("127.0.0.1:7001", 2)});
+  CHECK_FALSE(one_of_three.handover_in_progress);
+  CHECK(one_of_three.dissent.front() == "sentinel s1:1: failover in progress at epoch 2");
+  CHECK_FALSE(DescribeHandover(one_of_three, both, history, now, ttl));
+}
+
+TEST_CASE(
+    "redis handover: a failover a majority of sentinels reports is excused for the bound "
+    "only",
+    "[redis][verdict]") {
+  const auto now = WallClock::now();
+  const Millis ttl(5000);
+  ClusterHistory history;
+  RecordObservation(history.members["m"], Redis("m", "master", kX), now - std::chrono::hours(1));
+  WritableSince(history, "r2", kZ, now - std::chrono::seconds(3));
+  const std::vector<std::string> both = {"m", "r2"};
+  int minority = -1;
+  DcsView record =
+      SentinelRecord({Names("127.0.0.1:7001", 2, true), Names("127.0.0.1:7001", 2, true),
+                      Names("127.0.0.1:7001", 2), Names("127.0.0.1:7001", 2, true)},
+                     &minority);
+  REQUIRE(record.handover_in_progress);
+  CHECK(minority == -1);  // a majority: nothing said about a minority
+  const auto excused = DescribeHandover(record, both, history, now, ttl);
+  REQUIRE(excused.has_value());
+  CHECK(excused->from_store);
+  CHECK(excused->summary.find("r2 writable beside m for 3000 ms of the 20000 ms bound") !=
+        std::string::npos);
+  // r2 writable for longer than the bound: Sentinel should have finished; it pages.
+  CHECK_FALSE(DescribeHandover(record, both, history, now + std::chrono::seconds(18), ttl));
+  // A store without a bound (Patroni's) excuses nothing this way.
+  DcsView unbounded = record;
+  unbounded.handover_bound = Millis(0);
+  CHECK_FALSE(DescribeHandover(unbounded, both, history, now, ttl));
+  // The store itself stops reporting the failover once it has lasted past the bound.
+  SentinelStore::HandoverClock clock;
+  DcsView first = record;
+  SentinelStore::BoundHandover(first, 0, clock, now);
+  CHECK(first.handover_in_progress);
+  REQUIRE(clock.majority_since == now);
+  DcsView later = record;
+  SentinelStore::BoundHandover(later, 0, clock, now + kSentinelHandoverBound);
+  CHECK(later.handover_in_progress);
+  DcsView past = record;
+  SentinelStore::BoundHandover(past, 0, clock, now + kSentinelHandoverBound + Millis(1));
+  CHECK_FALSE(past.handover_in_progress);
+  CHECK(past.dissent.back().find("past the handover bound of 20000 ms: not trusted") !=
+        std::string::npos);
+  // Then even an r2 writable for three seconds only is not excused by that stale failover.
+  CHECK_FALSE(DescribeHandover(past, both, history, now, ttl));
+  // Once no failover is reported, the next one is timed afresh.
+  DcsView quiet;
+  SentinelStore::BoundHandover(quiet, 0, clock, now + std::chrono::minutes(1));
+  CHECK_FALSE(clock.majority_since.has_value());
 }
 
 }  // namespace sbd

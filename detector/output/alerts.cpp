@@ -131,6 +131,7 @@ std::string Evidence(const ClusterSnapshot& c, Millis resend_interval) {
   }
   if (a.resource_token) {
     out << "\nThe resource's highest accepted token: " << *a.resource_token;
+    if (!a.fencing_warning.empty()) out << " (not believed: " << a.fencing_warning << ")";
     if (!a.fenced_zombies.empty())
       out << "; fenced (their writes refused): " << Join(a.fenced_zombies);
     out << ".";

@@ -370,7 +370,11 @@ nlohmann::json FencingJson(const ClusterSnapshot& c) {
   nlohmann::json fencing = {{"split_brain_fenced", a.split_brain_fenced},
                             {"fenced_zombies", a.fenced_zombies},
                             {"regressions", a.fencing_regressions}};
-  if (a.resource_token) fencing["resource_token"] = *a.resource_token;
+  if (a.resource_token) {
+    fencing["resource_token"] = *a.resource_token;
+    fencing["resource_token_unissued"] = a.resource_token_unissued;
+  }
+  if (!a.fencing_warning.empty()) fencing["warning"] = a.fencing_warning;
   if (c.last_good_dcs) {
     fencing["lock_revision"] = c.last_good_dcs->mod_revision;
     if (c.last_good_dcs->store_revision > 0) {

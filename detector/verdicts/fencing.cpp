@@ -1,11 +1,38 @@
 #include "detector/verdicts/fencing.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <string>
 
+#include "detector/common/logfmt.h"
 #include "probes/json_fields.h"
 
 namespace sbd {
+namespace {
+
+// The highest revision the lock store has shown: no token it issued is above it. 0 unknown.
+std::int64_t HighestIssued(const FencingMemory& memory, const DcsView& view) {
+  return std::max(memory.store_revision_high, view.store_revision);
+}
+
+// Why the witness's token is not one the lock store issued; empty when it is (or there is none).
+// Anyone who can write the resource's metric could otherwise fence every zombie with 2^53.
+std::string UnissuedToken(const FencingMemory& memory, const DcsView& view) {
+  if (!view.resource_token) return "";
+  const std::int64_t highest = HighestIssued(memory, view);
+  const std::string token = std::to_string(*view.resource_token);
+  if (highest <= 0) {
+    return "the resource witness reports token " + token +
+           ", and the lock store gave no revision to check it against: not evidence of a fence";
+  }
+  if (*view.resource_token <= highest) return "";
+  return "the resource witness reports token " + token +
+         ", which the lock store never issued (its revision is " + std::to_string(highest) +
+         "): not evidence of a fence";
+}
+
+}  // namespace
 
 void RecordFencing(FencingMemory& memory, const DcsView& view, WallClock::time_point at) {
   if (memory.last_regression && at - *memory.last_regression > kFencingRegressionHold) {
@@ -26,7 +53,20 @@ void RecordFencing(FencingMemory& memory, const DcsView& view, WallClock::time_p
     }
     memory.store_revision_high = std::max(memory.store_revision_high, view.store_revision);
   }
-  if (view.resource_token) {
+  const std::string unissued = UnissuedToken(memory, view);
+  if (unissued.empty()) {
+    memory.unissued_resource_token.reset();
+  } else {
+    if (memory.unissued_resource_token != view.resource_token) {
+      // No endpoint: it may carry userinfo. The holder says which lock it is.
+      spdlog::warn("msg=\"resource witness token not believed\" holder=\"{}\" reason=\"{}\"",
+                   LogfmtEscape(view.holder), unissued);
+    }
+    memory.unissued_resource_token = view.resource_token;
+  }
+  // Only a token the store issued is the resource's high: a forged one must not turn every
+  // honest token after it into a regression.
+  if (view.resource_token && unissued.empty()) {
     if (*view.resource_token < memory.resource_high) {
       regressed("the resource accepted token " + std::to_string(*view.resource_token) + " after " +
                 std::to_string(memory.resource_high));
@@ -40,6 +80,12 @@ void JudgeFencing(const FencingMemory& memory, const DcsView* view,
   assessment.fencing_regressions = memory.regressions;
   if (view == nullptr || !view->resource_token) return;
   assessment.resource_token = view->resource_token;
+  assessment.fencing_warning = UnissuedToken(memory, *view);
+  if (!assessment.fencing_warning.empty()) {
+    assessment.resource_token_unissued = true;
+    assessment.summary += "; " + assessment.fencing_warning;
+    return;  // shown, never a fence: the split brain pages as unfenced
+  }
   for (const std::string& zombie : assessment.zombies) {
     for (const Observation& obs : round) {
       const LockClaimReading* claim = obs.member == zombie ? obs.lock_claim() : nullptr;

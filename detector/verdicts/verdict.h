@@ -57,6 +57,9 @@ struct FencingMemory {
   /// latest was seen. They stay for kFencingRegressionHold after it: the fence was broken.
   std::vector<std::string> regressions;
   std::optional<WallClock::time_point> last_regression;
+  /// The witness's token of the latest read when the lock store never issued it (above every
+  /// revision it showed); unset otherwise. Said once in the log when it appears or changes.
+  std::optional<std::int64_t> unissued_resource_token;
 };
 
 /// Per-cluster memory: member histories and the lineage the cluster is judged by.
@@ -160,6 +163,10 @@ struct Assessment {
 
   // Locks whose resource reports the highest token it accepted (a resource witness).
   std::optional<std::int64_t> resource_token;  ///< the witness's token this round
+  /// The witness's token is above every revision the lock store showed: a token the store
+  /// never issued is no evidence of a fence (shown, warned in `fencing_warning`, never fenced).
+  bool resource_token_unissued = false;
+  std::string fencing_warning;  ///< why the witness's token was not believed; empty when it was
   /// Zombies whose token is below the resource's: the resource rejects their writes.
   std::vector<std::string> fenced_zombies;
   /// A confirmed split brain whose every zombie is fenced: SplitBrainFenced warns, no page.

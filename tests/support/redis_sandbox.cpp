@@ -141,6 +141,11 @@ void RedisSandbox::StartSentinels(const std::string& master_name, const RedisPro
   }
 }
 
+RedisProcess& RedisSandbox::StartSentinel(const std::string& name, const std::string& config) {
+  sentinels_.push_back(Spawn("redis-sentinel", name, config));
+  return *sentinels_.back();
+}
+
 std::string RedisSandbox::SentinelMaster(const std::string& master_name) const {
   if (sentinels_.empty()) return "";
   const std::string out =

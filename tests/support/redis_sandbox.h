@@ -68,6 +68,10 @@ class RedisSandbox {
   void StartSentinels(const std::string& master_name, const RedisProcess& master, int count,
                       std::chrono::milliseconds down_after,
                       std::chrono::milliseconds failover_timeout);
+  /// Starts one more sentinel with `config` as its whole configuration (a `sentinel monitor`
+  /// of another master, a forged `sentinel config-epoch`, ...), listed after the others in
+  /// sentinels(). Waits until it answers PING only. Throws on failure.
+  RedisProcess& StartSentinel(const std::string& name, const std::string& config);
   const std::vector<std::unique_ptr<RedisProcess>>& sentinels() const { return sentinels_; }
   /// The address the first sentinel names for `master_name` ("ip:port"), "" when none.
   std::string SentinelMaster(const std::string& master_name) const;
