@@ -195,7 +195,7 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
 }
 
 std::unique_ptr<LockWatch> SentinelStore::Watch(LockWatch::Changed on_change) {
-  return std::make_unique<SentinelWatch>(sentinels_, master_name_, std::move(on_change));
+  return std::make_unique<SentinelWatch>(sentinels_, master_name_, std::move(on_change), auth_);
 }
 
 }  // namespace sbd

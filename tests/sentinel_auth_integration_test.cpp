@@ -136,9 +136,13 @@ TEST_CASE("SentinelWatch: a sentinel with a password is watched with AUTH, and i
 
   ::setenv("SBD_TEST_WATCH_PASS", "d-secret", 1);
   std::atomic<int> wakes{0};  // what the scheduler's Wake would count
-  SentinelWatch watch(
-      {sentinel.address()}, "guarded", [&] { ++wakes; },
-      SentinelAuth{"", std::nullopt, "SBD_TEST_WATCH_PASS", std::nullopt});
+  // Through the store, as the scheduler makes it: the watch gets the store's credentials.
+  SentinelStore store({sentinel.address()}, "guarded", {},
+                      SentinelAuth{"", std::nullopt, "SBD_TEST_WATCH_PASS", std::nullopt});
+  std::unique_ptr<LockWatch> made = store.Watch([&] { ++wakes; });
+  auto* watched = dynamic_cast<SentinelWatch*>(made.get());
+  REQUIRE(watched != nullptr);
+  SentinelWatch& watch = *watched;
   const bool up = testing::WaitFor([&] { return watch.Status().up; }, seconds(10));
   INFO(watch.LastFailure());
   REQUIRE(up);
