@@ -125,6 +125,27 @@ std::variant<Declaration, std::string> ToDeclaration(const Json& silence,
   return d;
 }
 
+// Reports `silence` when its matchers, with Alertmanager's semantics, match the full label
+// set of any page the detector sends: once, for the first page it mutes.
+void FlagPageSilence(const Json& silence, const std::string& id, const std::string& alertmanager,
+                     const std::vector<SilenceMatcher>& matchers, WallTime ends,
+                     const AlertmanagerSilencesSpec& spec, SilenceReadout* out) {
+  for (const auto& labels : spec.page_labels) {
+    if (!MatchersMayMatch(matchers, labels)) continue;
+    const auto label = [&](const char* name) {
+      const auto it = labels.find(name);
+      return it == labels.end() ? std::string("?") : LogfmtEscape(it->second);
+    };
+    out->page_silences.push_back(
+        {id, alertmanager,
+         "silences the " + label("alertname") + " page of cluster " + label("cluster") + ": " +
+             FormatMatchers(matchers) + " by " +
+             LogfmtEscape(StringField(silence, "createdBy").value_or("?")) + " until " +
+             FormatRfc3339(ends)});
+    return;
+  }
+}
+
 // Sorts one entry of the answer into `out`.
 void ReadSilence(const Json& silence, const std::string& alertmanager, WallTime now,
                  Millis max_duration, const AlertmanagerSilencesSpec& spec, SilenceReadout* out) {
@@ -156,21 +177,10 @@ void ReadSilence(const Json& silence, const std::string& alertmanager, WallTime 
     if (declaration && *state == "expired") out->ended[id] = std::min(*ends, now);
     return;
   }
-  if (!declaration) {
-    for (const auto& labels : spec.page_labels) {
-      if (!MatchersMayMatch(matchers, labels)) continue;
-      const auto cluster = labels.find("cluster");
-      out->page_silences.push_back(
-          {id, alertmanager,
-           "silences the SplitBrain page of cluster " +
-               (cluster == labels.end() ? std::string("?") : cluster->second) + ": " +
-               FormatMatchers(matchers) + " by " +
-               LogfmtEscape(StringField(silence, "createdBy").value_or("?")) + " until " +
-               FormatRfc3339(*ends)});
-      return;
-    }
-    return;
-  }
+  // Every active silence, a declaration's too: one with any other matcher (a regex on
+  // splitbrain_declaration, lock_kind=...) may match a page, and then mutes it.
+  FlagPageSilence(silence, id, alertmanager, matchers, *ends, spec, out);
+  if (!declaration) return;
   auto result = ToDeclaration(silence, matchers, *starts, *ends, max_duration);
   if (auto* why = std::get_if<std::string>(&result)) return reject(*why);
   Declaration d = std::get<Declaration>(std::move(result));

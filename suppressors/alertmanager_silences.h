@@ -5,7 +5,11 @@
 //     --comment="building the v17 cluster beside orders (CHG-1234)"   (one command line)
 //
 // No alert carries `splitbrain_declaration`, so such a silence silences nothing: it is a
-// record. Every byte of an Alertmanager's answer is untrusted.
+// record. Every active silence, a declaration's included, is also matched (Alertmanager's
+// semantics: =, !=, =~, !~, anchored RE2, an absent label is "") against the full label set of
+// every page the detector sends (spec.page_labels, built by PageLabelSets in
+// detector/output/alerts.h): one that matches mutes the page and is reported as such.
+// Every byte of an Alertmanager's answer is untrusted.
 #pragma once
 
 #include <map>

@@ -65,9 +65,9 @@ WallTime ToWallTime(const struct timespec& t) {
          std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(t.tv_nsec));
 }
 
-// Writes `text` to a new file beside `path` (mode 0600), syncs it, renames it over `path` and
-// syncs the directory: a crash or a concurrent writer leaves the old file or a whole new one.
-bool WriteAtomically(const std::string& path, const std::string& text, std::string* error) {
+}  // namespace
+
+bool WriteFileAtomically(const std::string& path, const std::string& text, std::string* error) {
   const std::filesystem::path target(path);
   const std::filesystem::path dir =
       target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
@@ -104,9 +104,8 @@ bool WriteAtomically(const std::string& path, const std::string& text, std::stri
   return true;
 }
 
-}  // namespace
-
-DeclarationStore::DeclarationStore(const SuppressionsSpec& spec) : spec_(spec) {
+DeclarationStore::DeclarationStore(const SuppressionsSpec& spec, StateFileWriter writer)
+    : writer_(writer ? std::move(writer) : StateFileWriter(WriteFileAtomically)), spec_(spec) {
   StateFile state = LoadState(spec_);
   api_ = std::move(state.declarations);
   state_errors_ = std::move(state.errors);
@@ -142,19 +141,31 @@ std::optional<Millis> DeclarationStore::SilenceRefreshInterval() const {
 void DeclarationStore::Reload(const SuppressionsSpec& spec) {
   std::lock_guard<std::mutex> refreshing(refresh_mu_);
   {
-    // Under the lock throughout: a write sees the old spec and state or the new ones.
+    // Under write_mu_ throughout: a write sees the old spec and state or the new ones. The
+    // state file is read before mu_ is taken.
+    std::lock_guard<std::mutex> writing(write_mu_);
+    std::string old_file;
+    bool reread = false;
+    size_t api_in_memory = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      old_file = spec_.state_file;
+      reread = spec.state_file != old_file || !state_errors_.empty();
+      api_in_memory = api_.size();
+    }
+    std::optional<StateFile> state;
+    if (reread) state = LoadState(spec);
+    if (state && api_in_memory > 0 && spec.state_file != old_file) {
+      spdlog::warn(
+          "msg=\"state file changed; the API declarations now come from the new one\" "
+          "old=\"{}\" new=\"{}\" dropped={} loaded={}",
+          LogfmtEscape(old_file), LogfmtEscape(spec.state_file), api_in_memory,
+          state->declarations.size());
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    if (spec.state_file != spec_.state_file || !state_errors_.empty()) {
-      StateFile state = LoadState(spec);
-      if (!api_.empty() && spec.state_file != spec_.state_file) {
-        spdlog::warn(
-            "msg=\"state file changed; the API declarations now come from the new one\" "
-            "old=\"{}\" new=\"{}\" dropped={} loaded={}",
-            LogfmtEscape(spec_.state_file), LogfmtEscape(spec.state_file), api_.size(),
-            state.declarations.size());
-      }
-      api_ = std::move(state.declarations);
-      state_errors_ = std::move(state.errors);
+    if (state) {
+      api_ = std::move(state->declarations);
+      state_errors_ = std::move(state->errors);
     }
     spec_ = spec;
   }
@@ -370,7 +381,9 @@ std::optional<std::string> DeclarationStore::WritesRefused(StoreRefusal* refusal
   return std::nullopt;
 }
 
-bool DeclarationStore::Persist(const std::vector<Declaration>& api, std::string* error) const {
+// Disk I/O: called with write_mu_ held, never mu_.
+bool DeclarationStore::Persist(const std::string& path, const std::vector<Declaration>& api,
+                               std::string* error) const {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& d : api) {
     nlohmann::json item = {{"id", d.id},
@@ -386,7 +399,7 @@ bool DeclarationStore::Persist(const std::vector<Declaration>& api, std::string*
   }
   // Every text was checked to be UTF-8 when parsed; `replace` keeps dump() from ever throwing.
   const std::string text = JsonText(list, 2) + "\n";
-  return WriteAtomically(spec_.state_file, text, error);
+  return writer_(path, text, error);
 }
 
 std::variant<Declaration, std::vector<ConfigError>> DeclarationStore::Add(
@@ -412,13 +425,20 @@ std::variant<Declaration, std::vector<ConfigError>> DeclarationStore::Add(
   d.id = RandomId();
   d.source = "api";
   d.origin = "api";
-  std::lock_guard<std::mutex> lock(mu_);
-  if (auto why = WritesRefused(refusal)) {
-    return std::vector<ConfigError>{{spec_.state_file, 0, 0, "suppressions.state_file", *why}};
-  }
+  // api_ changes only under write_mu_: what is read here is still current when the write
+  // lands, and mu_ (every round's) is free while the file is written.
+  std::lock_guard<std::mutex> writing(write_mu_);
   std::vector<Declaration> next;
-  for (const auto& old : api_) {
-    if (old.ActiveAt(now)) next.push_back(old);
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto why = WritesRefused(refusal)) {
+      return std::vector<ConfigError>{{spec_.state_file, 0, 0, "suppressions.state_file", *why}};
+    }
+    for (const auto& old : api_) {
+      if (old.ActiveAt(now)) next.push_back(old);
+    }
+    path = spec_.state_file;
   }
   if (next.size() >= kMaxApiDeclarations) {
     *refusal = StoreRefusal::kTooMany;
@@ -428,10 +448,11 @@ std::variant<Declaration, std::vector<ConfigError>> DeclarationStore::Add(
   }
   next.push_back(d);
   std::string error;
-  if (!Persist(next, &error)) {
+  if (!Persist(path, next, &error)) {
     *refusal = StoreRefusal::kNotPersisted;
     return std::vector<ConfigError>{{"", 0, 0, "", error}};
   }
+  std::lock_guard<std::mutex> lock(mu_);
   api_ = std::move(next);
   spdlog::info("msg=\"declaration added\" declaration=\"{}\"", LogfmtEscape(d.Describe()));
   return d;
@@ -443,7 +464,42 @@ std::string DeclarationStore::Remove(const std::string& id, bool* not_found,
   if (!refusal) refusal = &ignored;
   *refusal = StoreRefusal::kNone;
   *not_found = false;
+  std::lock_guard<std::mutex> writing(write_mu_);  // see Add
+  std::vector<Declaration> next;
+  std::string path;
+  std::string described;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto why = NotRemovable(id, refusal)) return *why;
+    // Before "not found": a rejected state file may hold it.
+    if (auto why = WritesRefused(refusal)) return *why;
+    auto it = std::find_if(api_.begin(), api_.end(), [&](const auto& d) { return d.id == id; });
+    if (it == api_.end()) {
+      *not_found = true;
+      *refusal = StoreRefusal::kNotFound;
+      return "no declaration " + id;
+    }
+    described = it->Describe();
+    const auto now = std::chrono::system_clock::now();
+    for (const auto& d : api_) {
+      if (d.id != id && d.ActiveAt(now)) next.push_back(d);
+    }
+    path = spec_.state_file;
+  }
+  std::string error;
+  if (!Persist(path, next, &error)) {
+    *refusal = StoreRefusal::kNotPersisted;
+    return error;
+  }
+  spdlog::info("msg=\"declaration removed\" declaration=\"{}\"", LogfmtEscape(described));
   std::lock_guard<std::mutex> lock(mu_);
+  api_ = std::move(next);
+  return "";
+}
+
+// mu_ is held. Why `id` cannot be removed through the API, when it is declared elsewhere.
+std::optional<std::string> DeclarationStore::NotRemovable(const std::string& id,
+                                                          StoreRefusal* refusal) const {
   for (const auto& d : spec_.declarations) {
     if (d.id == id) {
       *refusal = StoreRefusal::kNotRemovable;
@@ -463,27 +519,7 @@ std::string DeclarationStore::Remove(const std::string& id, bool* not_found,
              "); expire it there: amtool silence expire " + id.substr(3);
     }
   }
-  // Before "not found": a rejected state file may hold it.
-  if (auto why = WritesRefused(refusal)) return *why;
-  auto it = std::find_if(api_.begin(), api_.end(), [&](const auto& d) { return d.id == id; });
-  if (it == api_.end()) {
-    *not_found = true;
-    *refusal = StoreRefusal::kNotFound;
-    return "no declaration " + id;
-  }
-  std::vector<Declaration> next;
-  const auto now = std::chrono::system_clock::now();
-  for (const auto& d : api_) {
-    if (d.id != id && d.ActiveAt(now)) next.push_back(d);
-  }
-  std::string error;
-  if (!Persist(next, &error)) {
-    *refusal = StoreRefusal::kNotPersisted;
-    return error;
-  }
-  spdlog::info("msg=\"declaration removed\" declaration=\"{}\"", LogfmtEscape(it->Describe()));
-  api_ = std::move(next);
-  return "";
+  return std::nullopt;
 }
 
 SilenceRefresher::SilenceRefresher(std::shared_ptr<DeclarationStore> store)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,13 +43,26 @@ enum class StoreRefusal {
   kTooMany,            ///< the most API declarations in force at once already are (409)
 };
 
+/// Writes `text` to `path` whole (a temporary file beside it, 0600, synced, renamed over it,
+/// the directory synced): a crash or a concurrent writer leaves the old file or the new one.
+/// False with the reason in `*error`. Thread-safe.
+bool WriteFileAtomically(const std::string& path, const std::string& text, std::string* error);
+
+/// How the store writes its state file: WriteFileAtomically unless a test injects another.
+using StateFileWriter =
+    std::function<bool(const std::string& path, const std::string& text, std::string* error)>;
+
+/// Disk I/O (the state file's write, its reading on reload, the drop-in directory) never runs
+/// under the mutex that Active(), All() and View() take: a round reads the declarations in
+/// memory and never waits on a slow or hung disk. A hung write holds only the API request
+/// that made it (and the writes queued behind it, one at a time).
 class DeclarationStore {
  public:
   /// Loads the state file (a missing one is empty; an unreadable or malformed one is an
   /// error kept in FileErrors(), and the API then refuses writes rather than lose it), reads
   /// the drop-in directory and, when enabled, the Alertmanager silences (waiting up to their
   /// timeout), so that the first round already sees every declaration.
-  explicit DeclarationStore(const SuppressionsSpec& spec);
+  explicit DeclarationStore(const SuppressionsSpec& spec, StateFileWriter writer = nullptr);
 
   /// Takes a reloaded config's suppressions in place, so that one store (and its mutex) serves
   /// the whole process life and no API write is lost between two stores:
@@ -114,17 +128,23 @@ class DeclarationStore {
   static DropIn ParseDropIn(const std::string& path, const std::string& fingerprint,
                             WallTime written, WallTime first_seen, Millis max_duration);
   std::optional<std::string> WritesRefused(StoreRefusal* refusal) const;
-  bool Persist(const std::vector<Declaration>& api, std::string* error) const;
+  std::optional<std::string> NotRemovable(const std::string& id, StoreRefusal* refusal) const;
+  bool Persist(const std::string& path, const std::vector<Declaration>& api,
+               std::string* error) const;
   void RefreshLocked(bool reparse);
 
-  std::mutex refresh_mu_;                     ///< one Refresh or Reload at a time; taken before mu_
+  const StateFileWriter writer_;
+  std::mutex refresh_mu_;  ///< one Refresh or Reload at a time; taken before write_mu_
+  /// One change of the API declarations at a time (Add, Remove, Reload), held across the
+  /// state file's I/O; taken before mu_, which is never held during I/O.
+  std::mutex write_mu_;
   std::mutex silence_mu_;                     ///< one RefreshSilences at a time; taken before mu_
   AlertmanagerSilenceReader silence_reader_;  ///< under silence_mu_
   mutable std::mutex mu_;                     ///< everything below
   SuppressionsSpec spec_;
   std::map<std::string, DropIn> dropins_;  ///< by path
-  std::vector<Declaration> api_;
-  std::vector<ConfigError> state_errors_;
+  std::vector<Declaration> api_;           ///< changed under write_mu_ and mu_ both
+  std::vector<ConfigError> state_errors_;  ///< changed under write_mu_ and mu_ both
   SilenceDeclarations silences_;
 };
 

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -397,6 +398,63 @@ TEST_CASE("declaration store: a reload during writes loses none of them", "[decl
   reloader.join();
   CHECK(store.All().size() == ids.size() / 2);
   CHECK(DeclarationStore(spec).All().size() == ids.size() / 2);
+}
+
+TEST_CASE("declaration store: a hung state file write never holds a round's reads",
+          "[declarations]") {
+  testing::TempDir dir("sbd-decl-hung-");
+  SuppressionsSpec spec;
+  spec.state_file = dir.path() + "/state.json";
+  // The disk hangs inside the write (where fsync and rename would), until released.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> entered;
+  std::atomic<int> writes{0};
+  auto hung_disk = [&](const std::string& path, const std::string& text, std::string* error) {
+    if (writes++ == 0) {
+      entered.set_value();
+      released.wait();
+    }
+    return WriteFileAtomically(path, text, error);
+  };
+  DeclarationStore store(spec, hung_disk);
+  const WallTime now = std::chrono::system_clock::now();
+  std::future<std::variant<Declaration, std::vector<ConfigError>>> adding;
+  std::future<size_t> reads;
+  // Released on every path (and before the futures above wait in their destructors), so that
+  // a failed REQUIRE never leaves the writer hung.
+  struct Releaser {
+    std::promise<void>& promise;
+    bool done = false;
+    void operator()() {
+      if (!done) promise.set_value();
+      done = true;
+    }
+    ~Releaser() { (*this)(); }
+  } releaser{release};
+  adding =
+      std::async(std::launch::async, [&] { return store.Add(ApiBody(R"(,"author":"a")"), now); });
+  REQUIRE(entered.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  // While the write hangs, what every round and every scrape calls answers at once.
+  reads = std::async(std::launch::async, [&] {
+    const size_t active = store.Active(now).size();
+    const size_t shown = store.View().all.size();
+    return active + shown + store.FileErrors().size();
+  });
+  const bool answered = reads.wait_for(std::chrono::milliseconds(500)) == std::future_status::ready;
+  CHECK(answered);
+  CHECK(adding.wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout);
+  releaser();
+  CHECK(reads.get() == 0);  // the declaration counts only once it is written
+  const auto added = adding.get();
+  REQUIRE(std::holds_alternative<Declaration>(added));
+  // The write landed afterwards, whole, and the store now holds it.
+  CHECK(store.Active(now).size() == 1);
+  const auto written = nlohmann::json::parse(testing::ReadFile(spec.state_file), nullptr, false);
+  REQUIRE(written.is_array());
+  REQUIRE(written.size() == 1);
+  CHECK(written[0]["id"] == std::get<Declaration>(added).id);
+  CHECK(DeclarationStore(spec).All().size() == 1);
 }
 
 TEST_CASE("declaration store: the authenticated user is the author", "[declarations]") {

@@ -1,9 +1,12 @@
 // The exporter's listener under hostile clients, on a real loopback listener: oversized
 // bodies, request lines and headers, slow clients, and the safe default for changes.
 #include <arpa/inet.h>
+#include <crypt.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -15,6 +18,7 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "detector/output/exporter.h"
@@ -45,7 +49,8 @@ Exporter::Sources Sources(std::vector<std::string>* bodies = nullptr) {
 // A raw client socket, for what no well-behaved HTTP client sends.
 class RawClient {
  public:
-  explicit RawClient(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+  explicit RawClient(int port, bool small_window = false) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    if (small_window) ShrinkReceiveBuffer();
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(static_cast<uint16_t>(port));
@@ -82,6 +87,11 @@ class RawClient {
     return answer;
   }
   bool closed() const { return closed_; }
+  /// A receive window of a few KiB: a client that then never reads holds the answer up.
+  void ShrinkReceiveBuffer() {
+    const int size = 4096;
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+  }
 
  private:
   int fd_;
@@ -99,13 +109,21 @@ long ResidentKiB() {
 }
 
 // How long GET /-/healthy takes, or a very long time when it fails.
-std::chrono::milliseconds HealthyLatency(int port) {
+std::chrono::milliseconds HealthyLatency(int port, const std::string& password = "",
+                                         std::string* why = nullptr) {
   httplib::Client client("127.0.0.1", port);
   client.set_connection_timeout(3);
   client.set_read_timeout(3);
+  if (!password.empty()) client.set_basic_auth("prometheus", password.c_str());
   const auto start = Clock::now();
   auto answer = client.Get("/-/healthy");
-  if (!answer || answer->status != 200) return std::chrono::hours(1);
+  if (!answer || answer->status != 200) {
+    if (why != nullptr) {
+      *why += answer ? std::to_string(answer->status) + "; "
+                     : httplib::to_string(answer.error()) + "; ";
+    }
+    return std::chrono::hours(1);
+  }
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
 }
 
@@ -119,6 +137,51 @@ struct Running {
   ~Running() { exporter.Stop(); }
   Exporter exporter;
 };
+
+std::string Bcrypt(const std::string& password) {
+  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+  REQUIRE(crypt_gensalt_rn("$2b$", 10, nullptr, 0, salt, sizeof(salt)) != nullptr);
+  crypt_data data{};
+  const char* hash = crypt_r(password.c_str(), salt, &data);
+  REQUIRE(hash != nullptr);
+  return hash;
+}
+
+// About 1 MB of /metrics: more than loopback buffers hold for a client that does not read.
+class LargeMetrics : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    prometheus::MetricFamily family{"test_padding", "Padding", prometheus::MetricType::Gauge, {}};
+    // Few series with long values: cheap to render, many bytes to send.
+    for (int i = 0; i < 1000; ++i) {
+      prometheus::ClientMetric metric;
+      metric.label.push_back({"member", std::string(1000, 'm') + std::to_string(i)});
+      metric.gauge.value = i;
+      family.metric.push_back(std::move(metric));
+    }
+    return {family};
+  }
+};
+
+// How long an authenticated GET /metrics takes, or a very long time when it fails.
+std::chrono::milliseconds MetricsLatency(int port, const std::string& password,
+                                         std::string* why = nullptr) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(3);
+  client.set_read_timeout(3);
+  client.set_basic_auth("prometheus", password.c_str());
+  const auto start = Clock::now();
+  auto answer = client.Get("/metrics");
+  if (!answer || answer->status != 200 || answer->body.size() < 1000000) {
+    if (why != nullptr) {
+      *why += answer ? std::to_string(answer->status) + " " + std::to_string(answer->body.size()) +
+                           " bytes; "
+                     : httplib::to_string(answer.error()) + "; ";
+    }
+    return std::chrono::hours(1);
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+}
 
 ExporterOptions Open() {
   ExporterOptions options;
@@ -321,6 +384,89 @@ TEST_CASE("http limits: the open flag lets changes through, marked unauthenticat
   REQUIRE(bodies.size() == 1);
   CHECK(YAML::Load(bodies[0])["author"].as<std::string>() == "unauthenticated:alice");
   CHECK(YAML::Load(bodies[0])["reason"].as<std::string>() == "move");
+}
+
+}  // namespace sbd
+
+namespace sbd {
+
+TEST_CASE(
+    "http limits: under 100 wrong passwords a second and 50 slow clients, /-/healthy and an "
+    "authenticated /metrics answer within 1 s",
+    "[exporter][limits][auth]") {
+  Exporter::Sources sources = Sources();
+  sources.metrics = std::make_shared<LargeMetrics>();
+  WebConfig web;
+  web.basic_auth_users = {{"prometheus", Bcrypt("scrape-secret")}};
+  Running server(std::move(sources), web);
+  const int port = server.exporter.port();
+  // The scraper's password, checked once (one bcrypt) before the attack starts.
+  REQUIRE(MetricsLatency(port, "scrape-secret") < std::chrono::seconds(3));
+  const std::string auth_header =
+      httplib::make_basic_authentication_header("prometheus", "scrape-secret").second;
+
+  // 50 slow clients: heads never finished, bodies announced and never sent (with the right
+  // password, so they pass the screening), and readers of the large /metrics that never read.
+  std::vector<std::unique_ptr<RawClient>> slow;
+  for (int i = 0; i < 20; ++i) {
+    slow.push_back(std::make_unique<RawClient>(port));
+    REQUIRE(slow.back()->Send("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: "));
+  }
+  for (int i = 0; i < 15; ++i) {
+    slow.push_back(std::make_unique<RawClient>(port));
+    REQUIRE(slow.back()->Send("GET /-/healthy HTTP/1.1\r\nHost: x\r\nAuthorization: " +
+                              auth_header + "\r\nContent-Length: 1000\r\n\r\n"));
+  }
+  for (int i = 0; i < 15; ++i) {
+    slow.push_back(std::make_unique<RawClient>(port, true));
+    REQUIRE(slow.back()->Send("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: " + auth_header +
+                              "\r\n\r\n"));
+  }
+
+  // 100 wrong passwords a second, each new (none is cheap because it was seen before): ten
+  // threads, ten requests a second each, none waiting more than 100 ms for its answer.
+  std::atomic<bool> done{false};
+  std::atomic<int> sent{0};
+  std::vector<std::thread> attackers;
+  for (int t = 0; t < 10; ++t) {
+    attackers.emplace_back([&, t] {
+      std::mt19937 random(static_cast<unsigned>(t));
+      auto next = Clock::now();
+      while (!done) {
+        next += std::chrono::milliseconds(100);
+        RawClient client(port);
+        const std::string header = httplib::make_basic_authentication_header(
+                                       "prometheus", "guess-" + std::to_string(random()))
+                                       .second;
+        if (client.Send("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: " + header +
+                        "\r\n\r\n")) {
+          ++sent;
+        }
+        client.ReadAll(std::chrono::milliseconds(100));
+        std::this_thread::sleep_until(next);
+      }
+    });
+  }
+  // The probes, from the second second of the attack on.
+  std::vector<std::chrono::milliseconds> healthy, metrics;
+  std::string failures;
+  const auto attack_start = Clock::now();
+  std::this_thread::sleep_until(attack_start + std::chrono::seconds(1));
+  while (Clock::now() < attack_start + std::chrono::seconds(5)) {
+    // Basic auth covers every path, /-/healthy too.
+    healthy.push_back(HealthyLatency(port, "scrape-secret", &failures));
+    metrics.push_back(MetricsLatency(port, "scrape-secret", &failures));
+  }
+  done = true;
+  for (auto& a : attackers) a.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - attack_start).count();
+  INFO("wrong passwords sent: " << sent << " in " << seconds << " s");
+  INFO("failed requests: " << failures);
+  CHECK(sent / seconds > 80);
+  REQUIRE(healthy.size() >= 3);
+  // In milliseconds, so that a failure shows the figure.
+  for (const auto latency : healthy) CHECK(latency.count() < 1000);
+  for (const auto latency : metrics) CHECK(latency.count() < 1000);
 }
 
 }  // namespace sbd

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include "tests/support/temp_dir.h"
@@ -212,6 +213,7 @@ TEST_CASE("incident log: events survive a restart from the file", "[incidents]")
   restarted.ObserveRound(Healthy("orders", t), t);
   CHECK(Kinds(restarted).back() == "member_state_changed");
   CHECK(restarted.size() == 7);
+  REQUIRE(restarted.Flush(std::chrono::seconds(10)));
   CHECK(LineCount(path) == 7);
 }
 
@@ -240,6 +242,7 @@ TEST_CASE("incident log: corrupt, truncated and unknown lines are skipped and co
   CHECK(restarted.skipped_lines() == 7);
   CHECK(Kinds(restarted) == std::vector<std::string>{"cluster_added"});
   // Compacted at start: only the kept event is left in the file.
+  REQUIRE(restarted.Flush(std::chrono::seconds(10)));
   CHECK(LineCount(path) == 1);
 }
 
@@ -260,6 +263,7 @@ TEST_CASE("incident log: a file over the size bound is read from its newest part
   CHECK(bounded.size() > 0);
   CHECK(bounded.size() < 60);
   CHECK(bounded.Events().back().time == kT0 + std::chrono::seconds(50));
+  REQUIRE(bounded.Flush(std::chrono::seconds(10)));
   CHECK(std::filesystem::file_size(path) <= size / 4);
 }
 
@@ -274,6 +278,7 @@ TEST_CASE("incident log: the file is compacted when the cap drops most of it", "
     log.ObserveRound(i % 2 ? Healthy("orders", t) : SplitBrain("orders", t), t);
   }
   CHECK(log.size() == 5);
+  REQUIRE(log.Flush(std::chrono::seconds(10)));
   CHECK(LineCount(path) <= 2 * 5 + 16 + 4);
   IncidentLog restarted(Spec(path, 5), t);
   CHECK(restarted.size() == 5);
@@ -337,4 +342,57 @@ TEST_CASE("incident log: check lists the last events of clusters that are not he
   CHECK(text.find("fresh:\n  none recorded") != std::string::npos);
   CHECK(sbd::IncidentSummaryText({Healthy("orders", kT0)}, Spec(path), 2, kT0).empty());
   CHECK(sbd::IncidentSummaryText(now, Spec(), 2, kT0).find("none recorded") != std::string::npos);
+}
+
+TEST_CASE("incident log: a hung disk never holds a round, and the writes land afterwards",
+          "[incidents]") {
+  sbd::testing::TempDir dir("sbd-incidents");
+  const std::string path = dir.path() + "/incidents.jsonl";
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> hang{false};
+  std::atomic<int> stuck{0};
+  auto hung_disk = [&] {
+    if (!hang) return;
+    ++stuck;
+    released.wait();
+  };
+  // Released on every path, before the future below and the log wait in their destructors.
+  struct Releaser {
+    std::promise<void>& promise;
+    bool done = false;
+    void operator()() {
+      if (!done) promise.set_value();
+      done = true;
+    }
+    ~Releaser() { (*this)(); }
+  };
+  IncidentLog log(Spec(path), kT0, sbd::kMaxIncidentFileBytes, hung_disk);
+  std::future<void> rounds;
+  Releaser releaser{release};
+  hang = true;
+  // Far more rounds with changes than the writer's queue holds, while the disk hangs.
+  constexpr int kRounds = 3 * static_cast<int>(IncidentLog::kMaxQueuedWrites);
+  auto t = kT0;
+  rounds = std::async(std::launch::async, [&] {
+    for (int i = 0; i < kRounds; ++i) {
+      t += std::chrono::seconds(1);
+      log.ObserveRound(i % 2 ? Healthy("orders", t) : SplitBrain("orders", t), t);
+    }
+  });
+  const bool answered = rounds.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  CHECK(answered);
+  CHECK(stuck == 1);  // the first write is still hung
+  CHECK(log.size() > static_cast<size_t>(kRounds));
+  CHECK_FALSE(log.Flush(std::chrono::milliseconds(0)));
+  // The backed-up appends were replaced by one rewrite, and counted.
+  CHECK(log.writes_replaced() > 0);
+  releaser();
+  if (answered) rounds.get();
+  REQUIRE(log.Flush(std::chrono::seconds(30)));
+  // The file holds exactly what the log keeps, in order.
+  CHECK(LineCount(path) == log.size());
+  IncidentLog restarted(Spec(path), t);
+  CHECK(restarted.size() == log.size());
+  CHECK(restarted.Events().back().time == t);
 }

@@ -7,6 +7,7 @@
 //   det2       reads silences from am2 only: what is declared on am1 reaches it by gossip
 //   orders     o1 + o2, declared `rebuilding` on am1, then double-primaried; then expired
 //   billing    b1 + b2, declared for 30 s, double-primaried, then am2 is stopped
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -304,6 +305,77 @@ TEST_CASE("alertmanager silences: an Alertmanager that stops keeps its declarati
             .find("WARNING: the SplitBrain page is being silenced in Alertmanager") !=
         std::string::npos);
   CHECK(sb.det1.process->Log().find("the split-brain page is being silenced in Alertmanager") !=
+        std::string::npos);
+}
+
+namespace {
+
+// The silence ids that mute the detector's firing SplitBrain of `cluster` in `am`, as
+// Alertmanager itself decides it (status.silencedBy of the alert it holds).
+std::vector<std::string> MutedBy(const AlertmanagerServer& am, const std::string& cluster) {
+  std::vector<std::string> ids;
+  for (const auto& a : am.Alerts()) {
+    if (a["labels"].value("alertname", "") != "SplitBrain" ||
+        a["labels"].value("cluster", "") != cluster) {
+      continue;
+    }
+    for (const auto& id : a["status"]["silencedBy"]) ids.push_back(id.get<std::string>());
+  }
+  return ids;
+}
+
+bool Has(const std::vector<std::string>& ids, const std::string& id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "alertmanager silences: a silence on lock_kind or a declaration regex that mutes the page "
+    "is called out",
+    "[silences][integration]") {
+  Sandbox sb;
+  INFO("detector logs: " << sb.pg.root() << "/det1.log, det2.log");
+  sb.b2.Promote();
+  REQUIRE(WaitFor([&] { return sb.det1.Verdict("billing") == "split_brain"; }, seconds(15)));
+  // The detector's own page reaches am1 with its full label set (lock_kind included).
+  REQUIRE(WaitFor(
+      [&] {
+        for (const auto& a : sb.am1.Alerts()) {
+          if (a["labels"].value("alertname", "") == "SplitBrain" &&
+              a["labels"].value("cluster", "") == "billing" &&
+              a["labels"].value("lock_kind", "") == "postgres") {
+            return true;
+          }
+        }
+        return false;
+      },
+      seconds(15)));
+  CHECK(sb.det1.Metric("splitbrain_alertmanager_page_silences") == 0);
+
+  // 1. On a label every alert carries: Alertmanager mutes the page, and the detector says so.
+  const std::string by_kind = AddSilence(sb.am1, {"lock_kind=postgres"}, "10m", "noisy");
+  REQUIRE(WaitFor([&] { return Has(MutedBy(sb.am1, "billing"), by_kind); }, seconds(10)));
+  REQUIRE(WaitFor([&] { return sb.det1.Metric("splitbrain_alertmanager_page_silences") == 1; },
+                  seconds(10)));
+  CHECK(HttpGet(sb.det1.port, "/status?format=text").find("silence " + by_kind) !=
+        std::string::npos);
+  Amtool(sb.am1, {"silence", "expire", by_kind});
+  REQUIRE(WaitFor([&] { return sb.det1.Metric("splitbrain_alertmanager_page_silences") == 0; },
+                  seconds(10)));
+
+  // 2. With a regex on splitbrain_declaration: no declaration, and a page silence, the same
+  //    decision Alertmanager makes.
+  const std::string by_regex = AddSilence(
+      sb.am1, {"alertname=SplitBrain", "splitbrain_declaration=~.*"}, "10m", "looks like one");
+  REQUIRE(WaitFor([&] { return Has(MutedBy(sb.am1, "billing"), by_regex); }, seconds(10)));
+  for (const Detector* det : {&sb.det1, &sb.det2}) {
+    REQUIRE(WaitFor([&] { return det->Metric("splitbrain_alertmanager_page_silences") == 1; },
+                    seconds(10)));
+    CHECK(Contains(det->SilenceErrors(), "silence " + by_regex));
+    CHECK(det->Metric("splitbrain_declarations{source=\"alertmanager\"}") == 0);
+  }
+  CHECK(HttpGet(sb.det2.port, "/status?format=text").find("silence " + by_regex) !=
         std::string::npos);
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "detector/output/alerts.h"
 #include "suppressors/alertmanager_silences.h"
 #include "suppressors/declaration_store.h"
 #include "suppressors/silence_fetch.h"
@@ -219,6 +220,61 @@ TEST_CASE("silences: a silence that hides the SplitBrain page is flagged", "[sil
   CHECK(r.page_silences[0].ToString() ==
         "silence s2 (http://am1:9093): silences the SplitBrain page of cluster orders: "
         "{alertname=~\"SplitBrain.*\"} by alice until 2026-11-30T15:00:00Z");
+}
+
+TEST_CASE(
+    "silences: any matcher on the pages' full label set counts, lock_kind and a "
+    "declaration's regex included",
+    "[silences]") {
+  sbd::ClusterSpec orders;
+  orders.name = "orders";
+  orders.kind = "patroni";
+  sbd::AlertingSpec alerting;
+  alerting.external_labels = {{"env", "prod"}};
+  AlertmanagerSilencesSpec spec;
+  spec.page_labels = sbd::PageLabelSets(orders, alerting);
+  // The labels are the alerts' own: every page of a Patroni cluster carries lock_kind.
+  REQUIRE(spec.page_labels.size() == 2);
+  CHECK(spec.page_labels[0].at("lock_kind") == "patroni");
+  CHECK(spec.page_labels[0].at("env") == "prod");
+  auto page_silences = [&](json matchers) {
+    auto parsed = sbd::ParseSilences(json::array({Silence("s1", std::move(matchers))}).dump(), kAm,
+                                     kNow, kMax, spec);
+    REQUIRE(std::holds_alternative<SilenceReadout>(parsed));
+    return std::get<SilenceReadout>(std::move(parsed));
+  };
+  // `amtool silence add lock_kind=patroni`: every Patroni page in the fleet.
+  const SilenceReadout by_kind = page_silences({Matcher("lock_kind", "patroni")});
+  REQUIRE(by_kind.page_silences.size() == 1);
+  CHECK(by_kind.page_silences[0].message.find("silences the SplitBrain page of cluster orders: "
+                                              "{lock_kind=\"patroni\"}") == 0);
+  CHECK(page_silences({Matcher("lock_kind", "pat.*", true), Matcher("env", "prod")})
+            .page_silences.size() == 1);
+  CHECK(page_silences({Matcher("lock_kind", "etcd", false, false)}).page_silences.size() == 1);
+  CHECK(page_silences({Matcher("lock_kind", "redis")}).page_silences.empty());
+  CHECK(page_silences({Matcher("lock_kind", "patroni"), Matcher("env", "staging")})
+            .page_silences.empty());
+  // A matcher named splitbrain_declaration no longer exempts a silence from the check: this
+  // one mutes every page, and is also refused as a declaration.
+  const SilenceReadout regex = page_silences(
+      {Matcher("alertname", "SplitBrain"), Matcher("splitbrain_declaration", ".*", true)});
+  REQUIRE(regex.page_silences.size() == 1);
+  CHECK(regex.page_silences[0].silence_id == "s1");
+  REQUIRE(regex.rejected.size() == 1);
+  CHECK(regex.declarations.empty());
+  // FencingTokenRegressed is a page too.
+  const SilenceReadout fence = page_silences({Matcher("alertname", "FencingTokenRegressed")});
+  REQUIRE(fence.page_silences.size() == 1);
+  CHECK(fence.page_silences[0].message.find("silences the FencingTokenRegressed page") == 0);
+  // A well-formed declaration matches no page: no alert carries splitbrain_declaration.
+  const SilenceReadout declared = page_silences(
+      {Matcher("splitbrain_declaration", "rebuilding"), Matcher("cluster", "orders")});
+  CHECK(declared.page_silences.empty());
+  CHECK(declared.declarations.size() == 1);
+  // Nor does one that needs splitbrain_declaration to be set.
+  CHECK(page_silences(
+            {Matcher("splitbrain_declaration", "", false, false), Matcher("cluster", "orders")})
+            .page_silences.empty());
 }
 
 TEST_CASE("silence matchers: RE2, anchored, linear; a pattern it cannot compile may match",

@@ -76,12 +76,27 @@ std::optional<sbd::ValidatedConfig> Load(const std::string& path) {
   return std::get<sbd::ValidatedConfig>(std::move(result));
 }
 
+// The config's suppressions, with the full label set of every page each cluster may send
+// taken from the code that builds the alerts, so that the silence check and the alerts
+// cannot drift apart.
+sbd::SuppressionsSpec SuppressionsOf(const sbd::ValidatedConfig& config) {
+  sbd::SuppressionsSpec spec = config.suppressions();
+  auto& page_labels = spec.alertmanager_silences.page_labels;
+  page_labels.clear();
+  for (const auto& cluster : config.clusters()) {
+    for (auto& labels : sbd::PageLabelSets(cluster, config.alerting())) {
+      page_labels.push_back(std::move(labels));
+    }
+  }
+  return spec;
+}
+
 double Now() {
   return std::chrono::duration<double>(sbd::WallClock::now().time_since_epoch()).count();
 }
 
 int RunCheck(const sbd::ValidatedConfig& config, const sbd::ShardStatus& shard) {
-  sbd::DeclarationStore store(config.suppressions());
+  sbd::DeclarationStore store(SuppressionsOf(config));
   sbd::Scheduler scheduler(config);
   scheduler.SetDeclarationSource([&](sbd::WallClock::time_point t) { return store.Active(t); });
   scheduler.RunOnce();
@@ -151,7 +166,7 @@ struct DetectorState {
     reload_status.last_success_timestamp = Now();
     reload_status.last_attempt_timestamp = Now();
     scheduler = std::make_shared<sbd::Scheduler>(config);
-    store = std::make_shared<sbd::DeclarationStore>(config.suppressions());
+    store = std::make_shared<sbd::DeclarationStore>(SuppressionsOf(config));
     // The incident log keeps the spec it starts with (a reload does not move its file).
     incidents = std::make_shared<sbd::IncidentLog>(config.incident_log());
     incidents->SetClusters(config.clusters());
@@ -314,7 +329,7 @@ void Reload(const Flags& flags, DetectorState& state, sbd::ConfigFileWatcher& wa
     state.scheduler = next;
     // Reloaded in place, with the scheduler's swap: a DELETE or POST answered during the
     // reload is never undone by a store built from the files before it.
-    state.store->Reload(share.suppressions());
+    state.store->Reload(SuppressionsOf(share));
   }
   next->Start();
   state.shard_status->SetClusters(share.clusters().size(), loaded->clusters().size());

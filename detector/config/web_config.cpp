@@ -160,37 +160,101 @@ BasicAuth::BasicAuth(std::vector<std::pair<std::string, std::string>> users) {
   if (dummy_hash_.empty()) dummy_hash_ = users_.begin()->second;
 }
 
-bool BasicAuth::Bcrypt(const std::string& password, const std::string& hash) const {
-  std::lock_guard<std::mutex> lock(bcrypt_mu_);
+std::optional<bool> BasicAuth::Bcrypt(const std::string& password, const std::string& hash,
+                                      std::optional<TimePoint> wait_until) const {
+  {
+    std::unique_lock<std::mutex> lock(bcrypt_mu_);
+    // Behind those already waiting: a flood that finds it free for an instant never jumps them.
+    if (bcrypt_running_ || bcrypt_waiters_ > 0) {
+      if (wait_until && (bcrypt_waiters_ >= kMaxBcryptWaiters ||
+                         *wait_until <= std::chrono::steady_clock::now())) {
+        return std::nullopt;
+      }
+      ++bcrypt_waiters_;
+      const auto free = [&] { return !bcrypt_running_; };
+      const bool got = wait_until ? bcrypt_cv_.wait_until(lock, *wait_until, free)
+                                  : (bcrypt_cv_.wait(lock, free), true);
+      --bcrypt_waiters_;
+      if (!got) return std::nullopt;
+    }
+    bcrypt_running_ = true;
+  }
   // crypt_data is 32 KiB: on the heap, not a server thread's stack.
   auto data = std::make_unique<crypt_data>();
   const char* computed = crypt_r(password.c_str(), hash.c_str(), data.get());
-  return computed != nullptr && SameBytes(computed, hash);
+  const bool right = computed != nullptr && SameBytes(computed, hash);
+  {
+    std::lock_guard<std::mutex> lock(bcrypt_mu_);
+    bcrypt_running_ = false;
+  }
+  bcrypt_cv_.notify_one();
+  return right;
+}
+
+void BasicAuth::Remember(std::map<std::string, TimePoint>& table, const std::string& key,
+                         TimePoint until, size_t max) {
+  if (table.size() >= max) {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = table.begin(); it != table.end();) {
+      it = it->second <= now ? table.erase(it) : std::next(it);
+    }
+    // Still full of live entries: forgetting them costs bcrypt again, never a wrong answer.
+    if (table.size() >= max) table.clear();
+  }
+  table[key] = until;
+}
+
+AuthOutcome BasicAuth::Check(const std::string& header, const std::string& source) const {
+  return CheckAs(header, source, false);
 }
 
 std::optional<std::string> BasicAuth::Verify(const std::string& header) const {
+  return CheckAs(header, "", true).user;
+}
+
+AuthOutcome BasicAuth::CheckAs(const std::string& header, const std::string& source,
+                               bool patient) const {
   const std::string prefix = "Basic ";
-  if (header.rfind(prefix, 0) != 0) return std::nullopt;
+  if (header.rfind(prefix, 0) != 0) return {};
   const std::string decoded = Base64Decode(header.substr(prefix.size())).value_or("");
   const auto colon = decoded.find(':');
-  if (colon == std::string::npos) return std::nullopt;
+  if (colon == std::string::npos) return {};
   const std::string user = decoded.substr(0, colon);
   const std::string password = decoded.substr(colon + 1);
+  // Looked up by digest: a lookup's timing tells nothing about the password itself.
   const std::string cache_key = user + '\0' + Sha256(password);
   const auto now = std::chrono::steady_clock::now();
+  std::optional<TimePoint> wait_until = now + kBcryptWait;
   {
     std::lock_guard<std::mutex> lock(cache_mu_);
-    auto hit = cache_.find(cache_key);
-    if (hit != cache_.end() && hit->second > now) return user;
-    if (hit != cache_.end()) cache_.erase(hit);
+    if (auto hit = cache_.find(cache_key); hit != cache_.end() && hit->second > now) return {user};
+    if (auto hit = failed_.find(cache_key); hit != failed_.end() && hit->second > now) {
+      Remember(suspects_, source, now + kSuspectFor, kMaxSources);
+      return {};
+    }
+    if (auto suspect = suspects_.find(source); suspect != suspects_.end() && !patient) {
+      if (suspect->second > now) {
+        // Sources that failed share a budget of kSuspectRate bcrypts a second, and only when
+        // bcrypt is free: a flood costs a fraction of a core, and still gets an answer.
+        if (now < suspect_next_) return {std::nullopt, true};
+        suspect_next_ = now + std::chrono::seconds(1) / kSuspectRate;
+        wait_until = now;
+      }
+    }
   }
+  if (patient) wait_until.reset();
   const auto known = users_.find(user);
-  const bool right = Bcrypt(password, known == users_.end() ? dummy_hash_ : known->second);
-  if (!right || known == users_.end()) return std::nullopt;
+  const std::optional<bool> right =
+      Bcrypt(password, known == users_.end() ? dummy_hash_ : known->second, wait_until);
+  if (!right) return {std::nullopt, true};
   std::lock_guard<std::mutex> lock(cache_mu_);
-  if (cache_.size() >= kCacheMaxEntries) cache_.clear();
-  cache_[cache_key] = now + kCacheTtl;
-  return user;
+  if (!*right || known == users_.end()) {
+    Remember(failed_, cache_key, now + kFailedTtl, kFailedMaxEntries);
+    Remember(suspects_, source, now + kSuspectFor, kMaxSources);
+    return {};
+  }
+  Remember(cache_, cache_key, now + kCacheTtl, kCacheMaxEntries);
+  return {user};
 }
 
 }  // namespace sbd

@@ -11,6 +11,11 @@
 namespace sbd {
 namespace {
 
+// The pages: the critical alerts (PageLabelSets lists them for the silence check).
+constexpr const char* kSplitBrain = "SplitBrain";
+constexpr const char* kFencingTokenRegressed = "FencingTokenRegressed";
+constexpr const char* kCritical = "critical";
+
 std::string Join(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
@@ -165,14 +170,7 @@ Alert Make(const ClusterSnapshot& c, const AlertingSpec& alerting, const AlertLi
            const std::string& name, const std::string& severity, const std::string& summary,
            const std::string& runbook) {
   Alert alert;
-  for (const auto& [key, value] : alerting.external_labels) alert.labels[key] = value;
-  alert.labels["alertname"] = name;
-  alert.labels["severity"] = severity;
-  alert.labels["cluster"] = c.spec.name;
-  if (!c.spec.scope.empty()) alert.labels["scope"] = c.spec.scope;
-  // The registry's name for the kind, as splitbrain_cluster_info exports it: the rules copy it
-  // from there, so both paths carry the same label set.
-  if (!c.lock.kind.empty()) alert.labels["lock_kind"] = c.lock.kind;
+  alert.labels = AlertLabels(c.spec, c.lock.kind, alerting, name, severity);
   alert.annotations["summary"] = summary;
   alert.annotations["description"] = Evidence(c, alerting.resend_interval);
   alert.annotations["runbook_url"] = links.runbook_base_url + runbook;
@@ -181,6 +179,33 @@ Alert Make(const ClusterSnapshot& c, const AlertingSpec& alerting, const AlertLi
 }
 
 }  // namespace
+
+std::map<std::string, std::string> AlertLabels(const ClusterSpec& spec,
+                                               const std::string& lock_kind,
+                                               const AlertingSpec& alerting,
+                                               const std::string& alertname,
+                                               const std::string& severity) {
+  std::map<std::string, std::string> labels;
+  for (const auto& [key, value] : alerting.external_labels) labels[key] = value;
+  labels["alertname"] = alertname;
+  labels["severity"] = severity;
+  labels["cluster"] = spec.name;
+  if (!spec.scope.empty()) labels["scope"] = spec.scope;
+  // The registry's name for the kind, as splitbrain_cluster_info exports it: the rules copy it
+  // from there, so both paths carry the same label set.
+  if (!lock_kind.empty()) labels["lock_kind"] = lock_kind;
+  return labels;
+}
+
+std::vector<std::map<std::string, std::string>> PageLabelSets(const ClusterSpec& spec,
+                                                              const AlertingSpec& alerting) {
+  std::vector<std::map<std::string, std::string>> out;
+  for (const char* page : {kSplitBrain, kFencingTokenRegressed}) {
+    // The kind the scheduler describes the cluster's lock with (DescribeLock), as it runs.
+    out.push_back(AlertLabels(spec, DescribeLock(spec, false).kind, alerting, page, kCritical));
+  }
+  return out;
+}
 
 bool VerdictPersisted(const ClusterSnapshot& c) {
   // In time, not only in rounds: a lock-store watch's follow-up rounds come every 100 ms, and
@@ -215,7 +240,7 @@ bool AddSplitBrainAlerts(const ClusterSnapshot& c, const AlertingSpec& alerting,
       summary += "confirmed at " + FormatTime(c.split_brain_opened_at) +
                  ", not yet seen to be over (" + std::string(VerdictName(a.verdict)) + ")";
     }
-    firing.push_back(Make(c, alerting, links, "SplitBrain", "critical", summary, "split-brain.md"));
+    firing.push_back(Make(c, alerting, links, kSplitBrain, kCritical, summary, "split-brain.md"));
   }
   const bool paged = firing.size() > before;
   if (!paged && a.verdict == Verdict::kSplitBrain && a.split_brain_fenced) {
@@ -231,7 +256,7 @@ bool AddSplitBrainAlerts(const ClusterSnapshot& c, const AlertingSpec& alerting,
   if (!a.fencing_regressions.empty()) {
     std::string what;
     for (const auto& r : a.fencing_regressions) what += (what.empty() ? "" : "; ") + r;
-    firing.push_back(Make(c, alerting, links, "FencingTokenRegressed", "critical",
+    firing.push_back(Make(c, alerting, links, kFencingTokenRegressed, kCritical,
                           "The fence of " + c.spec.name + " is broken: " + what,
                           "fencing-token-regressed.md"));
   }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,22 @@ struct AlertLinks {
   std::string generator_url;     ///< the detector's /status page
   std::string runbook_base_url;  ///< runbook file names are appended
 };
+
+/// The labels of an alert named `alertname` that the detector sends for the cluster `spec`
+/// whose lock the scheduler describes as `lock_kind`: the external labels, then alertname,
+/// severity, cluster, scope (when set) and lock_kind (when known). Every alert is built with
+/// it. Pure; thread-safe.
+std::map<std::string, std::string> AlertLabels(const ClusterSpec& spec,
+                                               const std::string& lock_kind,
+                                               const AlertingSpec& alerting,
+                                               const std::string& alertname,
+                                               const std::string& severity);
+
+/// The full label sets of every page (critical alert: SplitBrain, FencingTokenRegressed) the
+/// detector may send for `spec`, built by AlertLabels: what a silence must not match
+/// (suppressors/alertmanager_silences.h). Pure; thread-safe.
+std::vector<std::map<std::string, std::string>> PageLabelSets(const ClusterSpec& spec,
+                                                              const AlertingSpec& alerting);
 
 /// The alerts a cluster's snapshot fires right now, with the labels the rules in rules/ use
 /// too (alertname, severity, cluster, scope, lock_kind, plus external labels), so that Alertmanager

@@ -182,7 +182,15 @@ bool Exporter::Screen(const httplib::Request& req, httplib::Response& res) {
   }
   const auto auth = Auth();
   if (auth->enabled()) {
-    t_request_user = auth->Verify(req.get_header_value("Authorization"));
+    const AuthOutcome outcome = auth->Check(req.get_header_value("Authorization"), req.remote_addr);
+    if (outcome.shed) {
+      // bcrypt is busy with others: a flood of wrong passwords is shed, never queued.
+      res.status = 429;
+      res.set_header("Retry-After", "1");
+      res.set_content("Too many authentication attempts; retry shortly\n", "text/plain");
+      return false;
+    }
+    t_request_user = outcome.user;
     if (!t_request_user) {
       res.status = 401;
       res.set_header("WWW-Authenticate", "Basic realm=\"splitbrain-detector\"");

@@ -5,6 +5,7 @@
 #include <openssl/err.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <optional>
 
 #include "detector/common/internal_errors.h"
 
@@ -24,10 +26,17 @@ struct BoundedServer::Connection {
   SSL* ssl = nullptr;
   bool handshaken = false;
   short events = POLLIN;
-  /// What the gatherer read: the head, and perhaps the start of the body.
+  /// What the gatherer read: the head, and the body when it gathered one (see `gathered`).
   std::string head;
+  /// Bytes of head and body to gather before the request is complete; 0 while the head is
+  /// incomplete or when the body is left to the worker.
+  size_t complete_at = 0;
+  bool gathered = false;  ///< `head` holds the whole request, body included
   Clock::time_point head_deadline;
   Clock::time_point hard_deadline;
+  /// The answer, written by the worker into memory and sent by the gatherer.
+  std::string out;
+  size_t sent = 0;
 
   ~Connection() {
     if (ssl != nullptr) SSL_free(ssl);
@@ -68,8 +77,43 @@ short SslWants(SSL* ssl, int result) {
 
 bool WouldBlock() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
 
-// Reads what is there, non-blocking, until the head is complete or the limit is reached.
-Step Advance(BoundedServer::Connection& c, size_t max_head_bytes) {
+bool HeaderIs(const std::string& line, const char* name) {
+  const size_t n = std::strlen(name);
+  return line.size() > n && line[n] == ':' && strncasecmp(line.data(), name, n) == 0;
+}
+
+// Once the head is complete: how many bytes the whole request takes when the gatherer should
+// read the body too (a Content-Length within the limit, no Expect or Transfer-Encoding), else
+// the head's own length (the worker's screening refuses or handles the rest).
+size_t RequestBytes(const std::string& head, size_t max_body_bytes) {
+  const size_t head_end = head.find("\r\n\r\n") + 4;
+  std::optional<size_t> length;
+  for (size_t at = head.find("\r\n") + 2; at < head_end - 2;) {
+    const size_t end = head.find("\r\n", at);
+    const std::string line = head.substr(at, end - at);
+    at = end + 2;
+    if (HeaderIs(line, "Expect") || HeaderIs(line, "Transfer-Encoding")) return head_end;
+    if (!HeaderIs(line, "Content-Length")) continue;
+    if (length) return head_end;  // twice: for the screening to refuse
+    const std::string value = line.substr(line.find(':') + 1);
+    const size_t first = value.find_first_not_of(' ');
+    const size_t last = value.find_last_not_of(' ');
+    const std::string digits =
+        first == std::string::npos ? "" : value.substr(first, last - first + 1);
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      return head_end;
+    }
+    length = std::stoul(digits);
+    if (*length > max_body_bytes) return head_end;
+  }
+  return head_end + length.value_or(0);
+}
+
+// Reads what is there, non-blocking, until the head (and the body it announces, see
+// RequestBytes) is complete or the limit is reached.
+Step Advance(BoundedServer::Connection& c, const ListenerLimits& limits) {
+  const size_t max_head_bytes = limits.max_head_bytes;
   if (c.ssl != nullptr && !c.handshaken) {
     ERR_clear_error();
     const int result = SSL_do_handshake(c.ssl);
@@ -81,9 +125,20 @@ Step Advance(BoundedServer::Connection& c, size_t max_head_bytes) {
   }
   char buffer[4096];
   for (;;) {
-    if (c.head.find("\r\n\r\n") != std::string::npos) return Step::kComplete;
-    if (c.head.size() >= max_head_bytes) return Step::kTooLarge;
-    const size_t want = std::min(sizeof(buffer), max_head_bytes - c.head.size());
+    if (c.complete_at == 0 && c.head.find("\r\n\r\n") != std::string::npos) {
+      c.complete_at = RequestBytes(c.head, limits.max_body_bytes);
+      c.gathered = c.complete_at > c.head.find("\r\n\r\n") + 4;
+      if (c.gathered) {
+        c.head_deadline = std::min(Clock::now() + limits.body_deadline, c.hard_deadline);
+      }
+    }
+    if (c.complete_at != 0 && (!c.gathered || c.head.size() >= c.complete_at)) {
+      if (c.gathered) c.head.resize(c.complete_at);
+      return Step::kComplete;
+    }
+    const size_t limit = c.complete_at != 0 ? c.complete_at : max_head_bytes;
+    if (c.head.size() >= limit) return Step::kTooLarge;
+    const size_t want = std::min(sizeof(buffer), limit - c.head.size());
     ssize_t n = 0;
     if (c.ssl != nullptr) {
       ERR_clear_error();
@@ -145,7 +200,8 @@ class ConnectionStream final : public httplib::Stream {
     return offset_ < c_.head.size() || (c_.ssl != nullptr && SSL_pending(c_.ssl) > 0) ||
            Wait(c_.fd, POLLIN, read_deadline_);
   }
-  bool is_writable() const override { return Wait(c_.fd, POLLOUT, WriteDeadline()); }
+  // Into memory: the gatherer sends it (see SendSome), so a slow reader holds no worker.
+  bool is_writable() const override { return true; }
 
   ssize_t read(char* ptr, size_t size) override {
     if (offset_ < c_.head.size()) {
@@ -176,23 +232,9 @@ class ConnectionStream final : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
-    const auto deadline = WriteDeadline();
-    for (;;) {
-      short wants = POLLOUT;
-      if (c_.ssl != nullptr) {
-        ERR_clear_error();
-        const int result =
-            SSL_write(c_.ssl, ptr, static_cast<int>(std::min<size_t>(size, 1 << 20)));
-        if (result > 0) return result;
-        wants = SslWants(c_.ssl, result);
-        if (wants == 0) return -1;
-      } else {
-        const ssize_t n = send(c_.fd, ptr, size, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n >= 0) return n;
-        if (!WouldBlock()) return -1;
-      }
-      if (!Wait(c_.fd, wants, deadline)) return -1;
-    }
+    if (c_.out.size() + size > limits_.max_unsent_bytes) return -1;
+    c_.out.append(ptr, size);
+    return static_cast<ssize_t>(size);
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
@@ -208,6 +250,10 @@ class ConnectionStream final : public httplib::Stream {
   void EndAfterHead() {
     const auto end = c_.head.find("\r\n\r\n");
     if (end != std::string::npos) c_.head.resize(end + 4);
+    EndAfterBuffer();
+  }
+  /// The gatherer read the whole request: nothing is read from the socket.
+  void EndAfterBuffer() {
     body_left_ = 0;
     no_body_ = true;
   }
@@ -217,10 +263,6 @@ class ConnectionStream final : public httplib::Stream {
     body_left_ -= std::min(body_left_, static_cast<size_t>(n));
     return n;
   }
-  Clock::time_point WriteDeadline() const {
-    return std::min(Clock::now() + limits_.write_timeout, c_.hard_deadline);
-  }
-
   BoundedServer::Connection& c_;
   const ListenerLimits& limits_;
   const Clock::time_point read_deadline_;
@@ -228,6 +270,38 @@ class ConnectionStream final : public httplib::Stream {
   size_t body_left_;
   bool no_body_ = false;
 };
+
+enum class Sent { kMore, kDone, kDrop };
+
+// Sends what the socket takes now of the answer, non-blocking; kMore leaves c.events set.
+Sent SendSome(BoundedServer::Connection& c) {
+  while (c.sent < c.out.size()) {
+    const size_t size = std::min<size_t>(c.out.size() - c.sent, 1 << 20);
+    if (c.ssl != nullptr) {
+      ERR_clear_error();
+      const int result = SSL_write(c.ssl, c.out.data() + c.sent, static_cast<int>(size));
+      if (result <= 0) {
+        c.events = SslWants(c.ssl, result);
+        return c.events != 0 ? Sent::kMore : Sent::kDrop;
+      }
+      c.sent += static_cast<size_t>(result);
+    } else {
+      const ssize_t n = send(c.fd, c.out.data() + c.sent, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n < 0 && WouldBlock()) {
+        c.events = POLLOUT;
+        return Sent::kMore;
+      }
+      if (n < 0) return Sent::kDrop;
+      c.sent += static_cast<size_t>(n);
+    }
+  }
+  if (c.ssl != nullptr) {
+    SSL_shutdown(c.ssl);
+  } else {
+    shutdown(c.fd, SHUT_WR);
+  }
+  return Sent::kDone;
+}
 
 }  // namespace
 
@@ -263,6 +337,8 @@ void BoundedServer::Serve() {
   queue_cv_.notify_all();
   for (auto& worker : workers_) worker.join();
   workers_.clear();
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  answered_.clear();
 }
 
 bool BoundedServer::SetTls(SSL_CTX* tls) {
@@ -299,28 +375,81 @@ bool BoundedServer::Enqueue(std::unique_ptr<Connection>& connection) {
   return true;
 }
 
+void BoundedServer::Answered(std::unique_ptr<Connection> connection) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (stopping_) return;
+    answered_.push_back(std::move(connection));
+  }
+  const uint64_t one = 1;
+  [[maybe_unused]] auto written = ::write(wake_fd_, &one, sizeof(one));
+}
+
+namespace {
+
+// Takes the connections the workers answered into `sending`, oldest first, keeping the bytes
+// still to send under `max_bytes` by dropping the oldest.
+void TakeAnswered(std::vector<std::unique_ptr<BoundedServer::Connection>>& answered,
+                  std::vector<std::unique_ptr<BoundedServer::Connection>>& sending,
+                  size_t max_bytes) {
+  for (auto& c : answered) {
+    c->events = POLLOUT;
+    sending.push_back(std::move(c));
+  }
+  answered.clear();
+  size_t unsent = 0;
+  for (const auto& c : sending) unsent += c->out.size() - c->sent;
+  auto oldest = sending.begin();
+  while (unsent > max_bytes && oldest != sending.end()) {
+    unsent -= (*oldest)->out.size() - (*oldest)->sent;
+    oldest->reset();
+    ++oldest;
+  }
+  sending.erase(std::remove(sending.begin(), sending.end(), nullptr), sending.end());
+}
+
+}  // namespace
+
 void BoundedServer::Gather() {
   const socket_t listener = svr_sock_;
   std::vector<std::unique_ptr<Connection>> pending;  // oldest first
+  std::vector<std::unique_ptr<Connection>> sending;  // answers being sent, oldest first
+  std::vector<std::unique_ptr<Connection>> answered;
   std::vector<pollfd> fds;
   while (!stopping_) {
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      answered.swap(answered_);
+    }
+    TakeAnswered(answered, sending, limits_.max_unsent_bytes);
     const auto now = Clock::now();
     pending.erase(std::remove_if(pending.begin(), pending.end(),
                                  [&](const auto& c) { return c->head_deadline <= now; }),
                   pending.end());
+    sending.erase(std::remove_if(sending.begin(), sending.end(),
+                                 [&](const auto& c) { return c->hard_deadline <= now; }),
+                  sending.end());
     int timeout = 1000;
     fds.assign({{listener, POLLIN, 0}, {wake_fd_, POLLIN, 0}});
     for (const auto& c : pending) {
       fds.push_back({c->fd, c->events, 0});
       timeout = std::min(timeout, MillisUntil(c->head_deadline));
     }
+    for (const auto& c : sending) {
+      fds.push_back({c->fd, c->events, 0});
+      timeout = std::min(timeout, MillisUntil(c->hard_deadline));
+    }
     if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
       spdlog::error("msg=\"http listener poll failed\" error=\"{}\"", std::strerror(errno));
       return;
     }
+    if (fds[1].revents & POLLIN) {
+      uint64_t count = 0;
+      [[maybe_unused]] auto got = ::read(wake_fd_, &count, sizeof(count));
+    }
     for (size_t i = 0; i < pending.size(); ++i) {
       if (fds[i + 2].revents == 0) continue;
-      const Step step = Advance(*pending[i], limits_.max_head_bytes);
+      const Step step = Advance(*pending[i], limits_);
       if (step == Step::kWaiting) continue;
       if (step == Step::kTooLarge) Refuse(*pending[i], "431 Request Header Fields Too Large");
       if (step == Step::kComplete && !Enqueue(pending[i])) {
@@ -328,29 +457,37 @@ void BoundedServer::Gather() {
       }
       pending[i].reset();
     }
-    pending.erase(std::remove(pending.begin(), pending.end(), nullptr), pending.end());
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    for (int accepted = 0; accepted < 64; ++accepted) {
-      const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        // Out of descriptors: the oldest pending head gives one back rather than spinning.
-        if ((errno == EMFILE || errno == ENFILE) && !pending.empty())
-          pending.erase(pending.begin());
-        break;
-      }
-      if (pending.size() >= limits_.max_pending) pending.erase(pending.begin());
-      auto c = std::make_unique<Connection>();
-      c->fd = fd;
-      c->head_deadline = Clock::now() + limits_.head_deadline;
-      c->hard_deadline = Clock::now() + limits_.connection_deadline;
-      if (tls_ != nullptr) {
-        std::lock_guard<std::mutex> lock(tls_mu_);
-        c->ssl = SSL_new(tls_);
-        if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1) continue;
-        SSL_set_accept_state(c->ssl);
-      }
-      pending.push_back(std::move(c));
+    for (size_t i = 0; i < sending.size(); ++i) {
+      if (fds[i + 2 + pending.size()].revents == 0) continue;
+      if (SendSome(*sending[i]) != Sent::kMore) sending[i].reset();
     }
+    pending.erase(std::remove(pending.begin(), pending.end(), nullptr), pending.end());
+    sending.erase(std::remove(sending.begin(), sending.end(), nullptr), sending.end());
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    Accept(listener, pending);
+  }
+}
+
+void BoundedServer::Accept(socket_t listener, std::vector<std::unique_ptr<Connection>>& pending) {
+  for (int accepted = 0; accepted < 64; ++accepted) {
+    const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      // Out of descriptors: the oldest pending head gives one back rather than spinning.
+      if ((errno == EMFILE || errno == ENFILE) && !pending.empty()) pending.erase(pending.begin());
+      break;
+    }
+    if (pending.size() >= limits_.max_pending) pending.erase(pending.begin());
+    auto c = std::make_unique<Connection>();
+    c->fd = fd;
+    c->head_deadline = Clock::now() + limits_.head_deadline;
+    c->hard_deadline = Clock::now() + limits_.connection_deadline;
+    if (tls_ != nullptr) {
+      std::lock_guard<std::mutex> lock(tls_mu_);
+      c->ssl = SSL_new(tls_);
+      if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1) continue;
+      SSL_set_accept_state(c->ssl);
+    }
+    pending.push_back(std::move(c));
   }
 }
 
@@ -365,6 +502,7 @@ void BoundedServer::Work() {
       queue_.pop_front();
     }
     Guarded("http request", [&] { Handle(*connection); });
+    Answered(std::move(connection));
   }
 }
 
@@ -374,15 +512,14 @@ void BoundedServer::Handle(Connection& connection) {
   // One request per connection: a keep-alive connection would hold a worker while idle.
   process_request(stream, /*close_connection=*/true, closed, [&](httplib::Request& req) {
     req.ssl = connection.ssl;
-    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+    // The source, for the authentication's per-source shedding.
+    if (req.remote_addr.empty()) stream.get_remote_ip_and_port(req.remote_addr, req.remote_port);
+    if (connection.gathered) {
+      stream.EndAfterBuffer();
+    } else if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
       stream.EndAfterHead();
     }
   });
-  if (connection.ssl != nullptr) {
-    SSL_shutdown(connection.ssl);
-  } else {
-    shutdown(connection.fd, SHUT_WR);
-  }
 }
 
 }  // namespace sbd

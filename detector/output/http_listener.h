@@ -24,21 +24,26 @@ struct ListenerLimits {
   std::chrono::milliseconds head_deadline{5000};
   /// For the body, once the head is complete.
   std::chrono::milliseconds body_deadline{5000};
-  /// For each write of the response, and the whole connection at most `connection_deadline`.
+  /// Unused since answers are sent by the gatherer (kept for configs that set it).
   std::chrono::milliseconds write_timeout{5000};
+  /// The whole connection, from accept to the answer's last byte.
   std::chrono::milliseconds connection_deadline{30000};
   /// Connections still sending their head; a new one beyond this drops the oldest.
   size_t max_pending = 256;
   /// Threads that run handlers, and complete requests waiting for one (more get 503).
-  size_t workers = 4;
+  size_t workers = 8;
   size_t max_queued = 64;
+  /// Answers being sent to slow readers, all together; beyond, the oldest is dropped.
+  size_t max_unsent_bytes = 256u << 20;
 };
 
 /// An httplib::Server whose connections are accepted, read and bounded here rather than by
-/// httplib's thread-per-connection loop: one thread gathers request heads from every
-/// connection with poll() (a slow client costs a slot and at most max_head_bytes, never a
-/// thread), and a fixed pool runs each complete request through httplib's routing, one request
-/// per connection. Routes are added through the httplib::Server interface before Serve().
+/// httplib's thread-per-connection loop: one thread gathers request heads and bodies (with a
+/// Content-Length) from every connection with poll(), and sends every answer (a slow client
+/// costs a slot and its bytes, never a thread), and a fixed pool runs each complete request
+/// through httplib's routing into a buffer, one request per connection. A worker waits on a
+/// client only for a body announced with "Expect: 100-continue", after the request was
+/// screened. Routes are added through the httplib::Server interface before Serve().
 /// Thread-safe: Serve() on one thread, Shutdown() from any.
 class BoundedServer : public httplib::Server {
  public:
@@ -58,8 +63,12 @@ class BoundedServer : public httplib::Server {
 
  private:
   void Gather();
+  /// Accepts what waits on `listener` into `pending` (at most 64 at a time).
+  void Accept(socket_t listener, std::vector<std::unique_ptr<Connection>>& pending);
   void Work();
   void Handle(Connection& connection);
+  /// Hands a handled connection back to the gatherer, which sends its answer.
+  void Answered(std::unique_ptr<Connection> connection);
   /// Moves `connection` to the queue; false (and `connection` left alone) when it is full.
   bool Enqueue(std::unique_ptr<Connection>& connection);
 
@@ -71,6 +80,7 @@ class BoundedServer : public httplib::Server {
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
   std::deque<std::unique_ptr<Connection>> queue_;
+  std::vector<std::unique_ptr<Connection>> answered_;  ///< under queue_mu_, for the gatherer
   std::vector<std::thread> workers_;
 };
 

@@ -4,10 +4,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "detector/common/json_text.h"
 #include "detector/common/logfmt.h"
@@ -128,6 +131,142 @@ std::string FileLine(const IncidentEvent& event) {
 
 }  // namespace
 
+// One thread that does every file write of the log, in the order queued. The queue holds at
+// most kMaxQueuedWrites writes; a rewrite queued (or forced by a full queue) replaces every
+// write waiting before it, since it holds all they would have written. Owned jointly by the
+// log and its thread, so that a thread still stuck on a hung disk at exit outlives the log.
+class IncidentLog::FileWriter {
+ public:
+  FileWriter(std::string path, WriteHook before_write)
+      : path_(std::move(path)), before_write_(std::move(before_write)) {}
+
+  // Starts the thread; it holds `self` until Stop().
+  static void Start(const std::shared_ptr<FileWriter>& self) {
+    self->thread_ = std::thread([self] { self->Run(); });
+  }
+
+  // False when the queue is full: the caller then queues a rewrite instead.
+  bool Append(std::string lines) { return Queue({false, std::move(lines)}); }
+  // Always queued: replaces what waits. Returns how many appends it replaced.
+  size_t Rewrite(std::string content) {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t replaced = 0;
+    for (const Job& job : queue_) replaced += job.rewrite ? 0 : 1;
+    queue_.clear();
+    queue_.push_back({true, std::move(content)});
+    cv_.notify_all();
+    return replaced;
+  }
+
+  bool Flush(Millis timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return idle_cv_.wait_for(lock, timeout, [&] { return queue_.empty() && !busy_; });
+  }
+
+  // Drains within `timeout`; a thread still writing after that is left to finish alone.
+  void Stop(Millis timeout) {
+    const bool drained = Flush(timeout);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (drained) {
+      thread_.join();
+    } else {
+      spdlog::error("msg=\"incident log writes still pending at exit; left unfinished\" file={}",
+                    LogfmtEscape(path_));
+      thread_.detach();
+    }
+  }
+
+ private:
+  struct Job {
+    bool rewrite = false;
+    std::string text;
+  };
+
+  bool Queue(Job job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= kMaxQueuedWrites) return false;
+    queue_.push_back(std::move(job));
+    cv_.notify_all();
+    return true;
+  }
+
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and nothing left
+      Job job = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      if (before_write_) before_write_();
+      job.rewrite ? WriteWhole(job.text) : AppendLines(job.text);
+      lock.lock();
+      busy_ = false;
+      idle_cv_.notify_all();
+    }
+  }
+
+  // One flush per batch: a crash loses at most the round being written.
+  void AppendLines(const std::string& lines) {
+    if (!file_.is_open()) file_.open(path_, std::ios::app | std::ios::binary);
+    file_ << lines;
+    file_.flush();
+    const bool failing = !file_.good();
+    if (failing && !failing_) {
+      spdlog::error("msg=\"cannot append to the incident log; keeping events in memory\" file={}",
+                    LogfmtEscape(path_));
+    }
+    if (failing) {
+      file_.close();
+      file_.clear();
+    }
+    failing_ = failing;
+  }
+
+  // The kept events to a temporary file, renamed over the log: a crash leaves either file.
+  void WriteWhole(const std::string& content) {
+    const std::string temp = path_ + ".tmp";
+    {
+      std::ofstream out(temp, std::ios::trunc | std::ios::binary);
+      out << content;
+      out.flush();
+      if (!out.good()) {
+        spdlog::error("msg=\"cannot compact the incident log\" file={}", LogfmtEscape(temp));
+        std::remove(temp.c_str());
+        return;
+      }
+    }
+    file_.close();
+    file_.clear();
+    std::error_code ec;
+    std::filesystem::rename(temp, path_, ec);
+    if (ec) {
+      spdlog::error("msg=\"cannot compact the incident log\" file={} error={}", LogfmtEscape(path_),
+                    LogfmtEscape(ec.message()));
+      std::remove(temp.c_str());
+    }
+    file_.open(path_, std::ios::app | std::ios::binary);
+  }
+
+  const std::string path_;
+  const WriteHook before_write_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  std::deque<Job> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+  // The writer thread's own.
+  std::ofstream file_;
+  bool failing_ = false;  ///< logged once until a write succeeds again
+};
+
 nlohmann::json IncidentEventJson(const IncidentEvent& event) {
   return {{"time", FormatTime(event.time)},
           {"cluster", event.cluster},
@@ -199,9 +338,11 @@ std::variant<IncidentQuery, std::string> ParseIncidentQuery(
 }
 
 IncidentLog::IncidentLog(IncidentLogSpec spec, WallClock::time_point now,
-                         std::uintmax_t max_file_bytes)
+                         std::uintmax_t max_file_bytes, WriteHook before_write)
     : spec_(std::move(spec)) {
   if (spec_.file.empty()) return;
+  writer_ = std::make_shared<FileWriter>(spec_.file, std::move(before_write));
+  FileWriter::Start(writer_);
   IncidentFile file = ReadIncidentFile(spec_.file, spec_.retention, now, max_file_bytes);
   if (!file.error.empty()) {
     spdlog::error("msg=\"cannot read the incident log; starting empty\" file={} error={}",
@@ -224,7 +365,17 @@ IncidentLog::IncidentLog(IncidentLogSpec spec, WallClock::time_point now,
   Prune(now);
   // Rewritten at once when anything read is not kept: expired, skipped or over the cap.
   if (file_lines_ != events_.size() || file.skipped_lines > 0) CompactFile();
-  if (!file_.is_open()) file_.open(spec_.file, std::ios::app | std::ios::binary);
+}
+
+IncidentLog::~IncidentLog() {
+  if (writer_) writer_->Stop(Millis(5000));
+}
+
+bool IncidentLog::Flush(Millis timeout) const { return !writer_ || writer_->Flush(timeout); }
+
+std::uint64_t IncidentLog::writes_replaced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return writes_replaced_;
 }
 
 // What the file says a cluster was last: its verdict, incident and member states.
@@ -318,8 +469,9 @@ void IncidentLog::SetClusters(const std::vector<ClusterSpec>& clusters, WallCloc
 // Requires mu_.
 void IncidentLog::Append(std::vector<IncidentEvent> events, WallClock::time_point now) {
   if (!events.empty()) {
+    // Kept first: a full queue turns this append into a rewrite of events_, these included.
+    for (const IncidentEvent& event : events) events_.push_back(event);
     AppendToFile(events);
-    for (IncidentEvent& event : events) events_.push_back(std::move(event));
   }
   Prune(now);
 }
@@ -337,52 +489,31 @@ void IncidentLog::Prune(WallClock::time_point now) {
   if (!spec_.file.empty() && file_lines_ > 2 * events_.size() + 16) CompactFile();
 }
 
-// Requires mu_. One flush per batch: a crash loses at most the round being written.
+// Requires mu_. Queued for the writer, never written here: the caller is a round.
 void IncidentLog::AppendToFile(const std::vector<IncidentEvent>& events) {
-  if (spec_.file.empty()) return;
-  if (!file_.is_open()) file_.open(spec_.file, std::ios::app | std::ios::binary);
-  for (const IncidentEvent& event : events) file_ << FileLine(event);
-  file_.flush();
+  if (!writer_) return;
+  std::string lines;
+  for (const IncidentEvent& event : events) lines += FileLine(event);
   file_lines_ += events.size();
-  const bool failing = !file_.good();
-  if (failing && !file_failing_) {
-    spdlog::error("msg=\"cannot append to the incident log; keeping events in memory\" file={}",
-                  LogfmtEscape(spec_.file));
-  }
-  if (failing) {
-    file_.close();
-    file_.clear();
-  }
-  file_failing_ = failing;
+  // A full queue (a slow or hung disk): everything kept is rewritten instead, once it moves.
+  if (!writer_->Append(std::move(lines))) CompactFile();
 }
 
-// Requires mu_. Writes the kept events to a temporary file and renames it over the log, so a
-// crash leaves either the old file or the new one.
+// Requires mu_. Queues a rewrite of the kept events, replacing what waits in the queue.
 void IncidentLog::CompactFile() {
-  const std::string temp = spec_.file + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::trunc | std::ios::binary);
-    for (const IncidentEvent& event : events_) out << FileLine(event);
-    out.flush();
-    if (!out.good()) {
-      spdlog::error("msg=\"cannot compact the incident log\" file={}", LogfmtEscape(temp));
-      std::remove(temp.c_str());
-      file_lines_ = events_.size();  // see below
-      return;
-    }
+  if (!writer_) return;
+  std::string content;
+  for (const IncidentEvent& event : events_) content += FileLine(event);
+  const size_t replaced = writer_->Rewrite(std::move(content));
+  if (replaced > 0 && writes_replaced_ == 0) {
+    spdlog::warn(
+        "msg=\"incident log writes back up; the file is rewritten whole once the disk moves\" "
+        "file={}",
+        LogfmtEscape(spec_.file));
   }
-  file_.close();
-  file_.clear();
-  std::error_code ec;
-  std::filesystem::rename(temp, spec_.file, ec);
-  if (ec) {
-    spdlog::error("msg=\"cannot compact the incident log\" file={} error={}",
-                  LogfmtEscape(spec_.file), LogfmtEscape(ec.message()));
-    std::remove(temp.c_str());
-  }
-  // After a failure too: tried again once as many lines are dropped, not at every round.
+  writes_replaced_ += replaced;
+  // After a failed write too: tried again once as many lines are dropped, not at every round.
   file_lines_ = events_.size();
-  file_.open(spec_.file, std::ios::app | std::ios::binary);
 }
 
 std::vector<IncidentEvent> IncidentLog::Events() const {
@@ -462,6 +593,11 @@ class IncidentLogMetrics : public prometheus::Collectable {
                               "Incident log events dropped, oldest first, to stay under max_events",
                               prometheus::MetricType::Counter,
                               static_cast<double>(log_->dropped())));
+    families.push_back(Family("splitbrain_incident_log_writes_replaced_total",
+                              "Incident log appends that waited behind a slow disk and were "
+                              "replaced by one rewrite of every kept event",
+                              prometheus::MetricType::Counter,
+                              static_cast<double>(log_->writes_replaced())));
     families.push_back(Family("splitbrain_incident_log_skipped_lines_total",
                               "Incident log file lines skipped at start as corrupt or unknown",
                               prometheus::MetricType::Counter,

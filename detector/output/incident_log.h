@@ -4,7 +4,7 @@
 
 #include <cstdint>
 #include <deque>
-#include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -69,14 +69,31 @@ std::variant<IncidentQuery, std::string> ParseIncidentQuery(
 /// snapshots round by round, kept for `retention` and at most `max_events` (the oldest dropped
 /// first and counted), and, with a file, appended to it as JSON lines and read back at start.
 /// The file is rewritten (temp file and rename) once dropped events make up half of it.
-/// Thread-safe: one mutex guards the events, the per-cluster memory and the file.
+/// Thread-safe: one mutex guards the events and the per-cluster memory, and is never held
+/// during disk I/O: appends and rewrites go, in order, through a bounded queue to one writer
+/// thread, so that a slow or hung disk never holds the round that records an event. When the
+/// queue is full, what waits in it is replaced by one rewrite of every kept event (the file
+/// loses nothing held in memory), and the appends so replaced are counted.
 class IncidentLog {
  public:
+  /// Called on the writer thread before each file write; tests hold it to hang the disk.
+  using WriteHook = std::function<void()>;
+  /// Appends and rewrites waiting for the writer at most; beyond, they become one rewrite.
+  static constexpr size_t kMaxQueuedWrites = 256;
+
   /// Reads `spec.file` when set; an unreadable file is logged and the log starts empty.
   explicit IncidentLog(IncidentLogSpec spec, WallClock::time_point now = WallClock::now(),
-                       std::uintmax_t max_file_bytes = kMaxIncidentFileBytes);
+                       std::uintmax_t max_file_bytes = kMaxIncidentFileBytes,
+                       WriteHook before_write = nullptr);
+  /// Waits up to 5 s for the queued writes to land, then leaves the writer to finish alone.
+  ~IncidentLog();
   IncidentLog(const IncidentLog&) = delete;
   IncidentLog& operator=(const IncidentLog&) = delete;
+
+  /// Waits until every write queued so far has landed (or failed); false after `timeout`.
+  bool Flush(Millis timeout) const;
+  /// Appends replaced by a rewrite because the writer's queue was full, since start.
+  std::uint64_t writes_replaced() const;
 
   /// Folds one cluster's fresh round in (the scheduler's round listener): records what changed
   /// since its previous round, or cluster_added for a cluster not seen before.
@@ -110,16 +127,17 @@ class IncidentLog {
   void Prune(WallClock::time_point now);
   void AppendToFile(const std::vector<IncidentEvent>& events);
   void CompactFile();
+  class FileWriter;  ///< the writer thread and its queue (incident_log.cpp)
 
   const IncidentLogSpec spec_;
+  std::shared_ptr<FileWriter> writer_;  ///< null without a file; shared with its thread
   mutable std::mutex mu_;
   std::deque<IncidentEvent> events_;
   std::map<std::string, ClusterMemory> clusters_;
   std::uint64_t dropped_ = 0;
   std::uint64_t skipped_lines_ = 0;
-  std::uint64_t file_lines_ = 0;  ///< lines in the file, kept or already dropped here
-  bool file_failing_ = false;     ///< logged once until a write succeeds again
-  std::ofstream file_;
+  std::uint64_t file_lines_ = 0;  ///< lines in the file once the queue is written
+  std::uint64_t writes_replaced_ = 0;
 };
 
 /// `inner`'s metric families plus splitbrain_incident_log_events,
