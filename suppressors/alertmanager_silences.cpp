@@ -5,6 +5,7 @@
 #include <set>
 
 #include "detector/common/logfmt.h"
+#include "probes/json_fields.h"
 #include "suppressors/silence_matchers.h"
 
 namespace sbd {
@@ -224,8 +225,11 @@ std::variant<SilenceReadout, std::string> ParseSilences(const std::string& body,
                                                         const std::string& alertmanager,
                                                         WallTime now, Millis max_duration,
                                                         const AlertmanagerSilencesSpec& spec) {
-  const Json root = Json::parse(body, nullptr, false);
-  if (root.is_discarded()) return std::string("the answer is not JSON");
+  auto parsed = ParseUntrustedJson(body);
+  if (const auto* why = std::get_if<std::string>(&parsed)) {
+    return "the answer is " + *why;  // "not JSON", or nested too deep to parse
+  }
+  const Json root = std::move(std::get<Json>(parsed));
   if (!root.is_array()) return std::string("the answer is not a JSON list of silences");
   SilenceReadout out;
   for (const auto& silence : root)

@@ -170,6 +170,10 @@ TEST_CASE("silences: a hostile answer is an error or a rejection, nothing crashe
   }
   std::string deep(100000, '[');
   CHECK(std::holds_alternative<std::string>(sbd::ParseSilences(deep, kAm, kNow, kMax, {})));
+  // Balanced, so it is JSON: refused on its depth before anything walks it.
+  const auto nested = sbd::ParseSilences(deep + std::string(100000, ']'), kAm, kNow, kMax, {});
+  REQUIRE(std::holds_alternative<std::string>(nested));
+  CHECK(std::get<std::string>(nested) == "the answer is nested deeper than 64 levels");
   json silence = Declaring("y1");
   silence["comment"] = std::string(600, 'a');
   CHECK(OnlyRejection(silence) == "comment: longer than 500 bytes");
