@@ -41,6 +41,18 @@ ProbeFailureReason ReasonOf(int err, const std::string& text) {
   return ProbeFailureReason::kConnectionLost;
 }
 
+/// Queues `command` (binary-safe arguments) in the context's output buffer; false on failure.
+bool AppendCommand(redisContext* context, const std::vector<std::string>& command) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lengths;
+  for (const auto& arg : command) {
+    argv.push_back(arg.data());
+    lengths.push_back(arg.size());
+  }
+  return redisAppendCommandArgv(context, static_cast<int>(argv.size()), argv.data(),
+                                lengths.data()) == REDIS_OK;
+}
+
 }  // namespace
 
 RedisValue RedisValueOf(const redisReply& reply) {
@@ -140,16 +152,7 @@ std::variant<std::vector<RedisValue>, ProbeFailure> RedisClient::Pipeline(
   }
   if (context_ == nullptr) return ProbeFailure{ProbeFailureReason::kInternal, "not connected"};
   for (const auto& command : commands) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lengths;
-    for (const auto& arg : command) {
-      argv.push_back(arg.data());
-      lengths.push_back(arg.size());
-    }
-    if (redisAppendCommandArgv(context_, static_cast<int>(argv.size()), argv.data(),
-                               lengths.data()) != REDIS_OK) {
-      return IoFailure("sending");
-    }
+    if (!AppendCommand(context_, command)) return IoFailure("sending");
   }
   std::vector<RedisValue> values;
   std::size_t budget = kMaxRedisPipelineBytes;
@@ -180,16 +183,7 @@ std::optional<ProbeFailure> RedisClient::Send(const std::vector<std::string>& co
   }
   if (context_ == nullptr) return ProbeFailure{ProbeFailureReason::kInternal, "not connected"};
   if (auto late = SetTimeout(deadline)) return late;
-  std::vector<const char*> argv;
-  std::vector<size_t> lengths;
-  for (const auto& arg : command) {
-    argv.push_back(arg.data());
-    lengths.push_back(arg.size());
-  }
-  if (redisAppendCommandArgv(context_, static_cast<int>(argv.size()), argv.data(),
-                             lengths.data()) != REDIS_OK) {
-    return IoFailure("sending");
-  }
+  if (!AppendCommand(context_, command)) return IoFailure("sending");
   int done = 0;
   while (!done) {
     if (redisBufferWrite(context_, &done) != REDIS_OK) return IoFailure("sending");
