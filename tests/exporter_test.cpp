@@ -17,19 +17,13 @@
 
 #include "detector/output/metrics.h"
 #include "tests/support/alertmanager_sandbox.h"
+#include "tests/support/bcrypt.h"
 #include "tests/support/detector_process.h"
 
 namespace sbd {
 namespace {
 
-std::string Bcrypt(const std::string& password) {
-  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
-  REQUIRE(crypt_gensalt_rn("$2b$", 10, nullptr, 0, salt, sizeof(salt)) != nullptr);
-  crypt_data data{};
-  const char* hash = crypt_r(password.c_str(), salt, &data);
-  REQUIRE(hash != nullptr);
-  return hash;
-}
+using testing::Bcrypt;
 
 Exporter::Sources Sources(std::vector<std::string>* bodies = nullptr) {
   Exporter::Sources sources;

@@ -23,6 +23,7 @@
 
 #include "detector/output/exporter.h"
 #include "detector/output/metrics.h"
+#include "tests/support/bcrypt.h"
 
 namespace sbd {
 namespace {
@@ -138,14 +139,7 @@ struct Running {
   Exporter exporter;
 };
 
-std::string Bcrypt(const std::string& password) {
-  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
-  REQUIRE(crypt_gensalt_rn("$2b$", 10, nullptr, 0, salt, sizeof(salt)) != nullptr);
-  crypt_data data{};
-  const char* hash = crypt_r(password.c_str(), salt, &data);
-  REQUIRE(hash != nullptr);
-  return hash;
-}
+using testing::Bcrypt;
 
 // About 1 MB of /metrics: more than loopback buffers hold for a client that does not read.
 class LargeMetrics : public prometheus::Collectable {

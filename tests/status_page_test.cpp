@@ -17,6 +17,7 @@
 #include "detector/output/exporter.h"
 #include "detector/output/metrics.h"
 #include "detector/output/status.h"
+#include "tests/support/bcrypt.h"
 #include "tests/support/detector_process.h"
 #include "tests/support/html_tidy.h"
 #include "tests/support/process.h"
@@ -101,14 +102,7 @@ size_t ArticleOf(const std::string& html, const std::string& name) {
   return html.find("<span class=\"name\">" + name + "</span>");
 }
 
-std::string Bcrypt(const std::string& password) {
-  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
-  REQUIRE(crypt_gensalt_rn("$2b$", 10, nullptr, 0, salt, sizeof(salt)) != nullptr);
-  crypt_data data{};
-  const char* hash = crypt_r(password.c_str(), salt, &data);
-  REQUIRE(hash != nullptr);
-  return hash;
-}
+using testing::Bcrypt;
 
 // Runs tests/check-status-html over `html`; its report on failure.
 void CheckWellFormed(const std::string& html) {
