@@ -31,7 +31,9 @@ json Matcher(const std::string& name, const std::string& value, bool regex = fal
   return {{"name", name}, {"value", value}, {"isRegex", regex}, {"isEqual", equal}};
 }
 
-json Silence(const std::string& id, json matchers, const std::string& state = "active",
+// Matchers as a vector, not a json: `json m = {one_matcher}` is an array of one under g++ but
+// the matcher object itself under clang (a one-element braced list copies).
+json Silence(const std::string& id, std::vector<json> matchers, const std::string& state = "active",
              const std::string& starts = "2026-11-30T11:00:00.000Z",
              const std::string& ends = "2026-11-30T15:00:00.000Z") {
   return {{"id", id},
@@ -41,7 +43,7 @@ json Silence(const std::string& id, json matchers, const std::string& state = "a
           {"createdBy", "alice"},
           {"startsAt", starts},
           {"endsAt", ends},
-          {"matchers", std::move(matchers)}};
+          {"matchers", json(std::move(matchers))}};
 }
 
 json Declaring(const std::string& id, const std::string& kind = "rebuilding") {
@@ -207,7 +209,7 @@ TEST_CASE("silences: merged by id, ending at the earliest end any Alertmanager g
 }
 
 TEST_CASE("silences: a silence that hides the SplitBrain page is flagged", "[silences]") {
-  auto flagged = [](json matchers) {
+  auto flagged = [](std::vector<json> matchers) {
     return Parse(json::array({Silence("s1", std::move(matchers))})).page_silences.size() == 1;
   };
   CHECK(flagged({Matcher("alertname", "SplitBrain.*", true)}));
@@ -241,7 +243,7 @@ TEST_CASE(
   REQUIRE(spec.page_labels.size() == 2);
   CHECK(spec.page_labels[0].at("lock_kind") == "patroni");
   CHECK(spec.page_labels[0].at("env") == "prod");
-  auto page_silences = [&](json matchers) {
+  auto page_silences = [&](std::vector<json> matchers) {
     auto parsed = sbd::ParseSilences(json::array({Silence("s1", std::move(matchers))}).dump(), kAm,
                                      kNow, kMax, spec);
     REQUIRE(std::holds_alternative<SilenceReadout>(parsed));
