@@ -230,13 +230,16 @@ TEST_CASE("postgres: the check command's exit codes follow the worst verdict", "
   PgInstance& a = sandbox.StartPrimary("pg-a");
   PgInstance& b = sandbox.StartReplica("pg-b", a);
   PgInstance& stranger = sandbox.StartPrimary("pg-new");
-  const std::string healthy =
-      WriteFile(sandbox.root(), "healthy.yml", ConfigYaml(sandbox, {{"demo", {&a, &b}}}));
+  // Each check is one round of a freshly started binary: 2 s for its first connections, as
+  // timing is not what is tested here.
+  const std::string healthy = WriteFile(
+      sandbox.root(), "healthy.yml", ConfigYaml(sandbox, {{"demo", {&a, &b}, "6s", "2s", "2s"}}));
   const std::string drift =
-      WriteFile(sandbox.root(), "drift.yml", ConfigYaml(sandbox, {{"demo", {&a, &b, &stranger}}}));
+      WriteFile(sandbox.root(), "drift.yml",
+                ConfigYaml(sandbox, {{"demo", {&a, &b, &stranger}, "6s", "2s", "2s"}}));
   const std::string unreachable = WriteFile(
       sandbox.root(), "unreachable.yml",
-      ConfigYaml(sandbox, {{"demo", {&a, &b}}}) +
+      ConfigYaml(sandbox, {{"demo", {&a, &b}, "6s", "2s", "2s"}}) +
           "  - name: gone\n    members:\n      - name: nobody\n        dsn: \"host=127.0.0.1 "
           "port=" +
           std::to_string(sbd::testing::FreeLoopbackPort()) +
