@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "probes/etcd_election.h"
 #include "tests/support/alertmanager_sandbox.h"
 #include "tests/support/detector_process.h"
 #include "tests/support/election_sandbox.h"
@@ -326,4 +327,42 @@ TEST_CASE(
     CHECK(m["error"].value("reason", "") == "timeout");
     CHECK(m["error"].value("message", "").find("outlasted the deadline") != std::string::npos);
   }
+}
+
+TEST_CASE(
+    "EtcdElectionStore: on the event loop, a trickling endpoint costs its share of the deadline "
+    "and the next endpoint answers",
+    "[election][hostile]") {
+  TempDir dir{"sbd-election-store"};
+  EtcdServer etcd{dir.path() + "/etcd"};
+  EtcdCandidate a{SBD_ETCD_CANDIDATE, Candidate(etcd, "a"), dir.path()};
+  sbd::testing::HostileHttp trickle(sbd::testing::Hostility::kTrickleHeader);
+  const std::string hostile = trickle.url().substr(0, trickle.url().rfind('/'));
+  sbd::ClusterSpec spec;
+  spec.name = "orders";
+  spec.etcd_election.prefix = "/election/orders";
+  spec.etcd_election.endpoints = {hostile, etcd.endpoint()};
+  sbd::EtcdElectionStore store(spec);
+  std::variant<sbd::DcsView, sbd::ProbeFailure> read;
+  REQUIRE(WaitFor(
+      [&] {
+        read = store.Read(Clock::now() + milliseconds(2000));
+        const auto* view = std::get_if<sbd::DcsView>(&read);
+        return view != nullptr && !view->holder_token.empty();
+      },
+      milliseconds(20000)));
+  CHECK(std::get<sbd::DcsView>(read).endpoint == etcd.endpoint());
+
+  // The trickling endpoint alone: the read fails at its deadline, naming the bound.
+  spec.etcd_election.endpoints = {hostile};
+  sbd::EtcdElectionStore alone(spec);
+  const auto start = Clock::now();
+  const auto failed = alone.Read(start + milliseconds(800));
+  const double took = Millis(Clock::now() - start);
+  REQUIRE(std::holds_alternative<sbd::ProbeFailure>(failed));
+  const auto& failure = std::get<sbd::ProbeFailure>(failed);
+  INFO(failure.message << " after " << took << " ms");
+  CHECK(failure.reason == sbd::ProbeFailureReason::kTimeout);
+  CHECK(failure.message.find("outlasted the deadline") != std::string::npos);
+  CHECK(took < 800 + 300);
 }
