@@ -42,4 +42,19 @@ Observation AsyncMemberProbe::Probe(SteadyClock::time_point deadline, StartGate*
   return answer.get();
 }
 
+std::variant<DcsView, ProbeFailure> AsyncLockStore::Read(SteadyClock::time_point deadline) {
+  auto promise = std::make_shared<std::promise<std::variant<DcsView, ProbeFailure>>>();
+  auto answer = promise->get_future();
+  loop().Post([this, deadline, promise] {
+    Start(deadline, [promise](std::variant<DcsView, ProbeFailure> read) {
+      promise->set_value(std::move(read));
+    });
+  });
+  // Start() answers by the deadline; the margin covers a loop busy with other reads.
+  if (answer.wait_until(deadline + std::chrono::seconds(1)) != std::future_status::ready) {
+    return ProbeFailure{ProbeFailureReason::kTimeout, "the event loop did not answer"};
+  }
+  return answer.get();
+}
+
 }  // namespace sbd

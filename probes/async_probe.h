@@ -49,4 +49,25 @@ class AsyncMemberProbe : public MemberProbe {
   Observation Probe(SteadyClock::time_point deadline, StartGate* gate) override;
 };
 
+/// A lock store whose reads run on an EventLoop instead of a pool thread (issue 25): a hung
+/// store endpoint then holds no thread. The scheduler prefers Start() for such a store; Read()
+/// is a blocking adapter for callers with a thread to spare. Start() and what it leads to run
+/// on the loop thread; the object may be destroyed on any thread (what is in flight is dropped
+/// on the loop).
+class AsyncLockStore : public LockStore {
+ public:
+  /// Receives the read, on the loop thread, exactly once per Start().
+  using Done = std::function<void(std::variant<DcsView, ProbeFailure>)>;
+
+  /// Starts one read, giving up at `deadline` (a timeout failure); calls `done` by the
+  /// deadline. Loop thread only; at most one Start() in flight (the scheduler guarantees it).
+  virtual void Start(SteadyClock::time_point deadline, Done done) = 0;
+
+  /// The loop this store reads on.
+  virtual EventLoop& loop() = 0;
+
+  /// Blocking: posts Start() to the loop and waits for its answer.
+  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+};
+
 }  // namespace sbd

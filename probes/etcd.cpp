@@ -163,8 +163,11 @@ std::variant<DcsView, ProbeFailure> EtcdScopeProbe::Read(SteadyClock::time_point
 
 void ReadEtcdLease(const std::string& endpoint, SteadyClock::time_point deadline, DcsView& view) {
   const nlohmann::json ask = {{"ID", view.lease_id}};
-  auto lease = FetchJson(endpoint, "/v3/lease/timetolive", ask.dump(), deadline);
-  auto* json = std::get_if<nlohmann::json>(&lease);
+  ApplyEtcdLease(FetchJson(endpoint, "/v3/lease/timetolive", ask.dump(), deadline), view);
+}
+
+void ApplyEtcdLease(const std::variant<nlohmann::json, ProbeFailure>& lease, DcsView& view) {
+  const auto* json = std::get_if<nlohmann::json>(&lease);
   if (!json) return;
   std::int64_t remaining = -1, granted = -1;
   JsonFields fields(*json, "lease");

@@ -15,6 +15,9 @@ namespace sbd {
 /// The lease is evidence, not the verdict: a failed read leaves the time left unknown, and an
 /// answer of the wrong shape is said in `view.rejected`.
 void ReadEtcdLease(const std::string& endpoint, SteadyClock::time_point deadline, DcsView& view);
+/// The /v3/lease/timetolive answer `lease` applied to `view` as ReadEtcdLease applies it (a
+/// failed fetch leaves the view as it is). Pure.
+void ApplyEtcdLease(const std::variant<nlohmann::json, ProbeFailure>& lease, DcsView& view);
 
 /// Reads through `endpoints` in turn, from `preferred` (updated to the one that answered), each
 /// remaining endpoint given an equal share of what is left of `deadline`, so that one hung

@@ -141,64 +141,137 @@ std::variant<std::int64_t, std::string> WitnessToken(const std::string& text,
   return static_cast<std::int64_t>(value);
 }
 
-EtcdElectionStore::EtcdElectionStore(const ClusterSpec& spec)
-    : endpoints_(spec.etcd_election.endpoints),
-      prefix_(ElectionKeyPrefix(spec.etcd_election.prefix)),
-      members_(spec.members),
-      witness_spec_(spec.etcd_election.resource_witness) {
-  if (witness_spec_) {
-    ClaimTarget target;
-    target.member = "resource witness";
-    target.url = witness_spec_->url;
-    witness_ = std::make_unique<MetricsClaimProbe>(std::move(target));
+/// One read in flight at a time, each step started by the answer of the one before: the
+/// range on an endpoint, the holder's lease there, then the witness. Loop thread only.
+struct EtcdElectionStore::Session : std::enable_shared_from_this<Session> {
+  Session(EventLoop& event_loop, const ClusterSpec& spec)
+      : loop(event_loop),
+        endpoints(spec.etcd_election.endpoints),
+        prefix(ElectionKeyPrefix(spec.etcd_election.prefix)),
+        members(spec.members),
+        witness_spec(spec.etcd_election.resource_witness) {
+    if (witness_spec) {
+      witness_target.member = "resource witness";
+      witness_target.url = witness_spec->url;
+    }
   }
+
+  void Start(SteadyClock::time_point until, Done on_done);
+  void TryNext();
+  void OnRange(size_t index, SteadyClock::time_point until,
+               std::variant<nlohmann::json, ProbeFailure> answer);
+  void Failed(size_t index, ProbeFailure failure);
+  void Succeeded(size_t index, DcsView view);
+  void Finish(std::variant<DcsView, ProbeFailure> read);
+
+  EventLoop& loop;
+  std::vector<std::string> endpoints;
+  std::string prefix;
+  std::vector<MemberSpec> members;
+  std::optional<ResourceWitnessSpec> witness_spec;
+  ClaimTarget witness_target;
+  size_t preferred = 0;
+  std::unique_ptr<LoopHttpClient> client;  // made and closed on the loop thread
+  // The read in flight:
+  Done done;
+  SteadyClock::time_point deadline{};
+  size_t attempt = 0;
+  ProbeFailure last{ProbeFailureReason::kConfig, "no etcd endpoints"};
+};
+
+void EtcdElectionStore::Session::Start(SteadyClock::time_point until, Done on_done) {
+  if (!client) client = std::make_unique<LoopHttpClient>(loop);
+  done = std::move(on_done);
+  deadline = until;
+  attempt = 0;
+  last = ProbeFailure{ProbeFailureReason::kConfig, "no etcd endpoints"};
+  TryNext();
 }
 
-std::variant<DcsView, ProbeFailure> EtcdElectionStore::ReadFrom(
-    const std::string& endpoint, SteadyClock::time_point deadline) const {
-  std::string range_end = prefix_;
+void EtcdElectionStore::Session::TryNext() {
+  if (attempt >= endpoints.size()) return Finish(last);
+  const size_t index = (preferred + attempt) % endpoints.size();
+  const auto share = (deadline - SteadyClock::now()) / static_cast<int>(endpoints.size() - attempt);
+  const auto until = SteadyClock::now() + share;
+  std::string range_end = prefix;
   range_end.back() = static_cast<char>(range_end.back() + 1);
   // Sorted by etcd, so that a capped read still holds the lowest revisions, the holder first.
-  const nlohmann::json range = {{"key", Base64Encode(prefix_)},
+  const nlohmann::json range = {{"key", Base64Encode(prefix)},
                                 {"range_end", Base64Encode(range_end)},
                                 {"sort_order", "ASCEND"},
                                 {"sort_target", "CREATE"},
                                 {"limit", kMaxElectionKeys}};
-  auto answer = FetchJson(endpoint, "/v3/kv/range", range.dump(), deadline);
-  if (auto* failure = std::get_if<ProbeFailure>(&answer)) return *failure;
-  auto parsed = ParseElectionRange(std::get<nlohmann::json>(answer), prefix_, members_);
-  if (auto* failure = std::get_if<ProbeFailure>(&parsed)) return *failure;
+  StartFetchJson(*client, endpoints[index], "/v3/kv/range", range.dump(), until,
+                 [self = shared_from_this(), index, until](auto answer) {
+                   self->OnRange(index, until, std::move(answer));
+                 });
+}
+
+void EtcdElectionStore::Session::OnRange(size_t index, SteadyClock::time_point until,
+                                         std::variant<nlohmann::json, ProbeFailure> answer) {
+  if (auto* failure = std::get_if<ProbeFailure>(&answer)) return Failed(index, *failure);
+  auto parsed = ParseElectionRange(std::get<nlohmann::json>(answer), prefix, members);
+  if (auto* failure = std::get_if<ProbeFailure>(&parsed)) return Failed(index, *failure);
   DcsView view = std::get<DcsView>(std::move(parsed));
-  view.endpoint = endpoint;
-  if (view.holder_token.empty() || view.lease_id == "0") return view;
-  ReadEtcdLease(endpoint, deadline, view);
-  return view;
+  view.endpoint = endpoints[index];
+  if (view.holder_token.empty() || view.lease_id == "0") return Succeeded(index, std::move(view));
+  const nlohmann::json ask = {{"ID", view.lease_id}};
+  StartFetchJson(*client, endpoints[index], "/v3/lease/timetolive", ask.dump(), until,
+                 [self = shared_from_this(), index, view = std::move(view)](auto lease) mutable {
+                   ApplyEtcdLease(lease, view);
+                   self->Succeeded(index, std::move(view));
+                 });
 }
 
-std::variant<DcsView, ProbeFailure> EtcdElectionStore::Read(SteadyClock::time_point deadline) {
-  auto result =
-      ReadEtcdEndpoints(endpoints_, preferred_, deadline,
-                        [this](const std::string& endpoint, SteadyClock::time_point until) {
-                          return ReadFrom(endpoint, until);
-                        });
-  if (DcsView* view = std::get_if<DcsView>(&result); view && witness_) {
-    ReadWitness(*view, deadline);
-  }
-  return result;
+void EtcdElectionStore::Session::Failed(size_t index, ProbeFailure failure) {
+  failure.message = UrlBase(endpoints[index]) + ": " + failure.message;
+  last = std::move(failure);
+  ++attempt;
+  TryNext();
 }
 
-void EtcdElectionStore::ReadWitness(DcsView& view, SteadyClock::time_point deadline) {
-  auto text = witness_->ReadText(deadline);
-  if (auto* failure = std::get_if<ProbeFailure>(&text)) {
-    view.rejected.push_back("resource witness: " + failure->message);
-    return;
-  }
-  auto token = WitnessToken(std::get<std::string>(text), *witness_spec_);
-  if (auto* error = std::get_if<std::string>(&token)) {
-    view.rejected.push_back("resource witness: " + *error);
-    return;
-  }
-  view.resource_token = std::get<std::int64_t>(token);
+void EtcdElectionStore::Session::Succeeded(size_t index, DcsView view) {
+  preferred = index;
+  if (!witness_spec) return Finish(std::move(view));
+  client->Start(ClaimRequest(witness_target), deadline,
+                [self = shared_from_this(), view = std::move(view)](HttpResult result) mutable {
+                  std::variant<std::string, ProbeFailure> text =
+                      ProbeFailure{ProbeFailureReason::kInternal, ""};
+                  if (auto* failure = std::get_if<ProbeFailure>(&result)) {
+                    text = std::move(*failure);
+                  } else {
+                    text = ClaimText(std::move(std::get<HttpAnswer>(result)));
+                  }
+                  if (auto* failure = std::get_if<ProbeFailure>(&text)) {
+                    view.rejected.push_back("resource witness: " + failure->message);
+                    return self->Finish(std::move(view));
+                  }
+                  auto token = WitnessToken(std::get<std::string>(text), *self->witness_spec);
+                  if (auto* error = std::get_if<std::string>(&token)) {
+                    view.rejected.push_back("resource witness: " + *error);
+                  } else {
+                    view.resource_token = std::get<std::int64_t>(token);
+                  }
+                  self->Finish(std::move(view));
+                });
+}
+
+void EtcdElectionStore::Session::Finish(std::variant<DcsView, ProbeFailure> read) {
+  Done on_done = std::move(done);
+  done = nullptr;
+  if (on_done) on_done(std::move(read));
+}
+
+EtcdElectionStore::EtcdElectionStore(const ClusterSpec& spec, EventLoop& loop)
+    : loop_(loop), session_(std::make_shared<Session>(loop, spec)) {}
+
+EtcdElectionStore::~EtcdElectionStore() {
+  // The client's handles belong to the loop: close them there (dropping what is in flight).
+  loop_.Post([session = std::move(session_)] { session->client.reset(); });
+}
+
+void EtcdElectionStore::Start(SteadyClock::time_point deadline, Done done) {
+  session_->Start(deadline, std::move(done));
 }
 
 }  // namespace sbd

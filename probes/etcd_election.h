@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "detector/config/config.h"
+#include "probes/async_probe.h"
 #include "probes/metrics_claim.h"
 #include "probes/probe.h"
 
@@ -46,23 +47,23 @@ std::variant<std::int64_t, std::string> WitnessToken(const std::string& text,
 /// revision, then the holder's lease (POST /v3/lease/timetolive). Endpoints are tried in turn,
 /// starting with the last one that answered, each with its share of the deadline. Read only.
 /// With a resource witness, its token is read too (`resource_token`; a failure is said in
-/// `rejected`). Never throws. Not thread-safe: one Read() at a time.
-class EtcdElectionStore : public LockStore {
+/// `rejected`). Every request runs on the event loop (LoopHttpClient), bounded as a whole.
+/// Never throws. The object may be destroyed on any thread; Start() on the loop thread only,
+/// one at a time.
+class EtcdElectionStore : public AsyncLockStore {
  public:
-  explicit EtcdElectionStore(const ClusterSpec& spec);
-  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+  explicit EtcdElectionStore(const ClusterSpec& spec, EventLoop& loop = EventLoop::Shared());
+  ~EtcdElectionStore() override;
+  EtcdElectionStore(const EtcdElectionStore&) = delete;
+  EtcdElectionStore& operator=(const EtcdElectionStore&) = delete;
+
+  void Start(SteadyClock::time_point deadline, Done done) override;
+  EventLoop& loop() override { return loop_; }
 
  private:
-  std::variant<DcsView, ProbeFailure> ReadFrom(const std::string& endpoint,
-                                               SteadyClock::time_point deadline) const;
-  void ReadWitness(DcsView& view, SteadyClock::time_point deadline);
-
-  std::vector<std::string> endpoints_;
-  std::string prefix_;
-  std::vector<MemberSpec> members_;
-  size_t preferred_ = 0;
-  std::optional<ResourceWitnessSpec> witness_spec_;
-  std::unique_ptr<MetricsClaimProbe> witness_;
+  struct Session;
+  EventLoop& loop_;
+  std::shared_ptr<Session> session_;
 };
 
 }  // namespace sbd

@@ -142,4 +142,21 @@ std::variant<nlohmann::json, ProbeFailure> FetchJson(const std::string& base_url
   }
 }
 
+void StartFetchJson(LoopHttpClient& client, const std::string& base_url, const std::string& path,
+                    const std::string& post_body, SteadyClock::time_point deadline,
+                    std::function<void(std::variant<nlohmann::json, ProbeFailure>)> done,
+                    size_t max_bytes) {
+  const std::string base = UrlBase(base_url);
+  HttpRequest request;
+  request.url = base + path;
+  request.post_body = post_body;
+  request.bounds.max_body_bytes = max_bytes;
+  const std::string what_request = (post_body.empty() ? "GET " : "POST ") + path;
+  client.Start(request, deadline, [done = std::move(done), what_request](HttpResult result) {
+    if (auto* failure = std::get_if<ProbeFailure>(&result)) return done(std::move(*failure));
+    const HttpAnswer& answer = std::get<HttpAnswer>(result);
+    done(Interpret(static_cast<int>(answer.status), answer.body, what_request));
+  });
+}
+
 }  // namespace sbd

@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "detector/common/base64.h"
+#include "probes/http_loop.h"
 #include "probes/probe.h"
 
 namespace sbd {
@@ -21,6 +22,14 @@ std::variant<nlohmann::json, ProbeFailure> FetchJson(const std::string& base_url
                                                      const std::string& post_body,
                                                      SteadyClock::time_point deadline,
                                                      size_t max_bytes = kMaxResponseBytes);
+
+/// FetchJson on the event loop: the same request and the same reading of the answer, sent by
+/// `client` (bounded as a whole, see LoopHttpClient); `done` runs once on the loop thread.
+/// Loop thread only.
+void StartFetchJson(LoopHttpClient& client, const std::string& base_url, const std::string& path,
+                    const std::string& post_body, SteadyClock::time_point deadline,
+                    std::function<void(std::variant<nlohmann::json, ProbeFailure>)> done,
+                    size_t max_bytes = kMaxResponseBytes);
 
 /// "scheme://host:port" of a URL, dropping any path and any user:password@ part.
 std::string UrlBase(const std::string& url);

@@ -49,29 +49,84 @@ ClaimTarget TargetOf(const MemberSpec& member, const ClaimQuery& query) {
 
 }  // namespace
 
-LeaseClaimProbe::LeaseClaimProbe(const ClusterSpec& spec, const MemberSpec& member)
-    : LeaseClaimProbe(member, ClaimQueryOf(spec.redis_lease)) {}
+struct LeaseClaimProbe::Session : std::enable_shared_from_this<Session> {
+  Session(EventLoop& event_loop, ClaimTarget claim_target, std::string lock_name,
+          std::string member_identity)
+      : loop(event_loop),
+        target(std::move(claim_target)),
+        request(ClaimRequest(target)),
+        lock(std::move(lock_name)),
+        identity(std::move(member_identity)) {}
 
-LeaseClaimProbe::LeaseClaimProbe(const MemberSpec& member, const ClaimQuery& query)
-    : claims_(TargetOf(member, query)), lock_(query.lock), identity_(member.lease_identity) {}
+  void Send(SteadyClock::time_point deadline, Done done);
+  Observation Read(Observation obs, HttpResult result) const;
 
-Observation LeaseClaimProbe::Probe(SteadyClock::time_point deadline, StartGate* gate) {
-  ClaimObservation claim = claims_.Probe(deadline, gate);
+  EventLoop& loop;
+  ClaimTarget target;
+  HttpRequest request;
+  std::string lock;
+  std::string identity;
+  std::unique_ptr<LoopHttpClient> client;  // made on the loop thread, closed there
+};
+
+void LeaseClaimProbe::Session::Send(SteadyClock::time_point deadline, Done done) {
+  if (!client) client = std::make_unique<LoopHttpClient>(loop);
   Observation obs;
-  obs.member = std::move(claim.member);
-  obs.window = claim.window;
-  if (const ProbeFailure* failure = claim.failure()) {
-    obs.result = *failure;
+  obs.member = target.member;
+  obs.window.sent_wall = WallClock::now();
+  obs.window.sent = SteadyClock::now();
+  // `self` rides in the client's callback until it answers or Close() drops the client.
+  client->Start(request, deadline,
+                [self = shared_from_this(), obs, done = std::move(done)](HttpResult result) {
+                  done(self->Read(obs, std::move(result)));
+                });
+}
+
+Observation LeaseClaimProbe::Session::Read(Observation obs, HttpResult result) const {
+  obs.window.received = SteadyClock::now();
+  if (auto* failure = std::get_if<ProbeFailure>(&result)) {
+    obs.result = std::move(*failure);
     return obs;
   }
-  const ClaimReading& reading = *claim.reading();
+  auto text = ClaimText(std::move(std::get<HttpAnswer>(result)));
+  if (auto* failure = std::get_if<ProbeFailure>(&text)) {
+    obs.result = std::move(*failure);
+    return obs;
+  }
+  auto claim = FindClaim(std::get<std::string>(text), target.query);
+  if (auto* failure = std::get_if<ProbeFailure>(&claim)) {
+    obs.result = std::move(*failure);
+    return obs;
+  }
+  const ClaimReading& reading = std::get<ClaimReading>(claim);
   LockClaimReading out;
-  out.lock = lock_;
+  out.lock = lock;
   out.claims = reading.state == ClaimReading::State::kClaims;
   out.competes = reading.state != ClaimReading::State::kAbsent;
-  out.token = reading.token ? *reading.token : identity_;
+  out.token = reading.token ? *reading.token : identity;
   obs.result = std::move(out);
   return obs;
+}
+
+LeaseClaimProbe::LeaseClaimProbe(const ClusterSpec& spec, const MemberSpec& member, EventLoop& loop)
+    : LeaseClaimProbe(member, ClaimQueryOf(spec.redis_lease), loop) {}
+
+LeaseClaimProbe::LeaseClaimProbe(const MemberSpec& member, const ClaimQuery& query, EventLoop& loop)
+    : loop_(loop),
+      session_(std::make_shared<Session>(loop, TargetOf(member, query), query.lock,
+                                         member.lease_identity)) {}
+
+LeaseClaimProbe::~LeaseClaimProbe() {
+  // The client's handles belong to the loop: close them there (dropping what is in flight).
+  loop_.Post([session = std::move(session_)] { session->client.reset(); });
+}
+
+void LeaseClaimProbe::Start(SteadyClock::time_point deadline, std::shared_ptr<LoopGate> gate,
+                            Done done) {
+  if (!gate) return session_->Send(deadline, std::move(done));
+  gate->Arrive([session = session_, deadline, done = std::move(done)]() mutable {
+    session->Send(deadline, std::move(done));
+  });
 }
 
 namespace {

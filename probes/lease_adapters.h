@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "detector/config/config.h"
+#include "probes/async_probe.h"
 #include "probes/metrics_claim.h"
 #include "probes/probe.h"
 #include "probes/redis_lease.h"
@@ -31,21 +32,31 @@ ClaimQuery ClaimQueryOf(const K8sLeaseSpec& spec);
 /// The claim query of an etcd_election cluster, as MetricsClaimProbe takes it.
 ClaimQuery ClaimQueryOf(const EtcdElectionSpec& spec);
 
-/// One candidate's claim (MetricsClaimProbe over its metrics_url) as an Observation holding a
-/// LockClaimReading: the lock's name as lineage; its token is the token label's value, else
-/// the member's configured identity. Follows the start gate convention of probes/README.md.
-/// Never throws. Not thread-safe: one Probe() at a time.
-class LeaseClaimProbe : public MemberProbe {
+/// One candidate's claim (its metrics_url, read as MetricsClaimProbe reads it) as an
+/// Observation holding a LockClaimReading: the lock's name as lineage; its token is the token
+/// label's value, else the member's configured identity. Runs on an EventLoop (LoopHttpClient):
+/// a hung or hostile endpoint holds no thread, and its reading fails with the bound it broke.
+/// With a gate, arrives at once and sends when the gate opens (the kept connection is normally
+/// ready by then). Never throws. The object may be destroyed on any thread; Start() on the
+/// loop thread only, one at a time.
+class LeaseClaimProbe : public AsyncMemberProbe {
  public:
-  LeaseClaimProbe(const ClusterSpec& spec, const MemberSpec& member);
+  LeaseClaimProbe(const ClusterSpec& spec, const MemberSpec& member,
+                  EventLoop& loop = EventLoop::Shared());
   /// The same over any claim query (an etcd election's): `query.lock` is the lineage.
-  LeaseClaimProbe(const MemberSpec& member, const ClaimQuery& query);
-  Observation Probe(SteadyClock::time_point deadline, StartGate* gate) override;
+  LeaseClaimProbe(const MemberSpec& member, const ClaimQuery& query,
+                  EventLoop& loop = EventLoop::Shared());
+  ~LeaseClaimProbe() override;
+  LeaseClaimProbe(const LeaseClaimProbe&) = delete;
+  LeaseClaimProbe& operator=(const LeaseClaimProbe&) = delete;
+
+  void Start(SteadyClock::time_point deadline, std::shared_ptr<LoopGate> gate, Done done) override;
+  EventLoop& loop() override { return loop_; }
 
  private:
-  MetricsClaimProbe claims_;
-  std::string lock_;
-  std::string identity_;
+  struct Session;
+  EventLoop& loop_;
+  std::shared_ptr<Session> session_;
 };
 
 /// A lease's record as the engine's DcsView: `holder_token` the held key's value (whole, or

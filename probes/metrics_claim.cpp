@@ -63,6 +63,26 @@ std::variant<ClaimReading, ProbeFailure> FindClaim(std::string_view exposition,
   return claim;
 }
 
+HttpRequest ClaimRequest(const ClaimTarget& target) {
+  HttpRequest request;
+  const auto scheme_end = target.url.find("://");
+  const size_t host_start = scheme_end == std::string::npos ? 0 : scheme_end + 3;
+  const bool has_path = target.url.find('/', host_start) != std::string::npos;
+  request.url = has_path ? target.url : target.url + "/metrics";
+  request.headers.push_back("Accept: text/plain;version=0.0.4");
+  request.bounds.max_body_bytes = target.max_body_bytes;
+  return request;
+}
+
+std::variant<std::string, ProbeFailure> ClaimText(HttpAnswer answer) {
+  const std::string http = "GET: HTTP " + std::to_string(answer.status);
+  if (answer.status == 401 || answer.status == 403) {
+    return ProbeFailure{ProbeFailureReason::kAuth, http};
+  }
+  if (answer.status != 200) return Malformed(http);
+  return std::move(answer.body);
+}
+
 MetricsClaimProbe::MetricsClaimProbe(ClaimTarget target) : target_(std::move(target)) {
   base_ = UrlBase(target_.url);
   const auto scheme_end = target_.url.find("://");

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <variant>
 
+#include "probes/http_loop.h"
 #include "probes/probe.h"
 
 namespace httplib {
@@ -61,6 +62,14 @@ struct ClaimTarget {
   ClaimQuery query;
   size_t max_body_bytes = 4 << 20;  ///< a larger answer is a kProtocol failure
 };
+
+/// The request that reads `target`'s claim on the event loop: GET `url` (path /metrics when it
+/// has none), Accept: text/plain 0.0.4, the body capped at `max_body_bytes`. Pure.
+HttpRequest ClaimRequest(const ClaimTarget& target);
+
+/// An answer to ClaimRequest as its exposition text: 401 and 403 are kAuth failures, any other
+/// status than 200 a kProtocol failure. Pure.
+std::variant<std::string, ProbeFailure> ClaimText(HttpAnswer answer);
 
 /// Scrapes one candidate's metrics endpoint over HTTP (GET, Accept: text/plain 0.0.4) and finds
 /// its claim. Connect, read and write are bounded by the deadline; the connection is kept

@@ -7,15 +7,18 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "probes/etcd_election.h"
 #include "tests/support/alertmanager_sandbox.h"
 #include "tests/support/detector_process.h"
 #include "tests/support/election_sandbox.h"
+#include "tests/support/hostile_http.h"
 #include "tests/support/patroni_sandbox.h"
 #include "tests/support/process.h"
 
@@ -227,4 +230,139 @@ TEST_CASE(
   std::printf("etcd_election detector: frozen %.0f ms; paged %.0f ms after resumption\n",
               Millis(resumed_at - frozen_at), Millis(paged_at - resumed_at));
   std::fflush(stdout);
+}
+
+namespace {
+
+size_t ThreadsOf(pid_t pid) {
+  size_t threads = 0;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator(tasks)) ++threads;
+  return threads;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "etcd_election detector: forty trickling claim endpoints beside a healthy election blind "
+    "it in no round",
+    "[election][hostile]") {
+  constexpr size_t kHostile = 40;
+  TempDir dir{"sbd-election-hostile"};
+  EtcdServer etcd{dir.path() + "/etcd"};
+  EtcdCandidate a{SBD_ETCD_CANDIDATE, Candidate(etcd, "a"), dir.path()};
+  EtcdCandidate b{SBD_ETCD_CANDIDATE, Candidate(etcd, "b"), dir.path()};
+  // Each endpoint answers "HTTP/1.1 200 OK", then one header byte every 0.5 s, for ever.
+  sbd::testing::HostileHttp trickle(sbd::testing::Hostility::kTrickleHeader, kHostile);
+  std::string hostile_members;
+  for (size_t i = 0; i < kHostile; ++i) {
+    hostile_members +=
+        "      - name: t" + std::to_string(i) + "\n        metrics_url: " + trickle.url(i) + "\n";
+  }
+  const std::string config = WriteFile(
+      dir.path(), "detector.yml",
+      "clusters:\n"
+      "  - name: orders\n    kind: etcd_election\n    ttl: 3s\n    probe_interval: 300ms\n"
+      "    probe_timeout: 250ms\n    etcd_election:\n      endpoints: [" +
+          etcd.endpoint() +
+          "]\n      prefix: /election/orders\n      claim:\n        token_label: token\n"
+          "    members:\n      - name: a\n        metrics_url: " +
+          a.metrics_url() + "/metrics\n      - name: b\n        metrics_url: " + b.metrics_url() +
+          "/metrics\n"
+          "  - name: trickle\n    kind: etcd_election\n    ttl: 3s\n    probe_interval: 1s\n"
+          "    probe_timeout: 1s\n    etcd_election:\n      endpoints: [" +
+          etcd.endpoint() + "]\n      prefix: /election/trickle\n    members:\n" + hostile_members);
+  const int port = sbd::testing::FreeLoopbackPort();
+  DetectorProcess detector(
+      SBD_BINARY,
+      std::vector<std::string>{"--config.file=" + config,
+                               "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+      dir.path() + "/detector.log");
+  REQUIRE(WaitFor([&] { return HttpGet(port, "/-/ready") == "Ready\n"; }, milliseconds(30000)));
+  auto cluster = [&](const std::string& name) {
+    const json status = json::parse(HttpGet(port, "/status"), nullptr, false);
+    if (status.is_object()) {
+      for (const auto& c : status["clusters"]) {
+        if (c["name"] == name) return c;
+      }
+    }
+    return json();
+  };
+  auto healthy = [](const json& c) {
+    return !c.is_null() && c.value("verdict", "") == "healthy" && !c["lock"].contains("error");
+  };
+  // The election settles (a holder elected, its claim read), the trickles all connected.
+  json settling;
+  const bool settled = WaitFor(
+      [&] {
+        settling = cluster("orders");
+        return healthy(settling) && trickle.accepted() >= 40;
+      },
+      milliseconds(20000));
+  INFO("the healthy cluster while settling: " << settling.dump());
+  REQUIRE(settled);
+  // While the trickle lasts, every sample of the healthy cluster is healthy, its lock read.
+  const auto until = Clock::now() + milliseconds(6000);
+  int samples = 0;
+  size_t most_threads = 0;
+  while (Clock::now() < until) {
+    const json orders = cluster("orders");
+    INFO("sample " << samples << ": " << orders.dump());
+    REQUIRE(healthy(orders));
+    for (const auto& m : orders["members"]) REQUIRE_FALSE(m.contains("error"));
+    most_threads = std::max(most_threads, ThreadsOf(detector.pid()));
+    ++samples;
+    std::this_thread::sleep_for(milliseconds(100));  // the sampling pace, not a wait
+  }
+  std::printf(
+      "hostile claims: %d samples healthy; detector threads at most %zu with %zu "
+      "trickling members\n",
+      samples, most_threads, kHostile);
+  // Each hostile member failed with the bound it broke: the whole request's deadline.
+  const json hostile = cluster("trickle");
+  REQUIRE(hostile["members"].size() == kHostile);
+  for (const auto& m : hostile["members"]) {
+    INFO(m.dump());
+    REQUIRE(m.contains("error"));
+    CHECK(m["error"].value("reason", "") == "timeout");
+    CHECK(m["error"].value("message", "").find("outlasted the deadline") != std::string::npos);
+  }
+}
+
+TEST_CASE(
+    "EtcdElectionStore: on the event loop, a trickling endpoint costs its share of the deadline "
+    "and the next endpoint answers",
+    "[election][hostile]") {
+  TempDir dir{"sbd-election-store"};
+  EtcdServer etcd{dir.path() + "/etcd"};
+  EtcdCandidate a{SBD_ETCD_CANDIDATE, Candidate(etcd, "a"), dir.path()};
+  sbd::testing::HostileHttp trickle(sbd::testing::Hostility::kTrickleHeader);
+  const std::string hostile = trickle.url().substr(0, trickle.url().rfind('/'));
+  sbd::ClusterSpec spec;
+  spec.name = "orders";
+  spec.etcd_election.prefix = "/election/orders";
+  spec.etcd_election.endpoints = {hostile, etcd.endpoint()};
+  sbd::EtcdElectionStore store(spec);
+  std::variant<sbd::DcsView, sbd::ProbeFailure> read;
+  REQUIRE(WaitFor(
+      [&] {
+        read = store.Read(Clock::now() + milliseconds(2000));
+        const auto* view = std::get_if<sbd::DcsView>(&read);
+        return view != nullptr && !view->holder_token.empty();
+      },
+      milliseconds(20000)));
+  CHECK(std::get<sbd::DcsView>(read).endpoint == etcd.endpoint());
+
+  // The trickling endpoint alone: the read fails at its deadline, naming the bound.
+  spec.etcd_election.endpoints = {hostile};
+  sbd::EtcdElectionStore alone(spec);
+  const auto start = Clock::now();
+  const auto failed = alone.Read(start + milliseconds(800));
+  const double took = Millis(Clock::now() - start);
+  REQUIRE(std::holds_alternative<sbd::ProbeFailure>(failed));
+  const auto& failure = std::get<sbd::ProbeFailure>(failed);
+  INFO(failure.message << " after " << took << " ms");
+  CHECK(failure.reason == sbd::ProbeFailureReason::kTimeout);
+  CHECK(failure.message.find("outlasted the deadline") != std::string::npos);
+  CHECK(took < 800 + 300);
 }

@@ -8,12 +8,15 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "detector/engine/scheduler.h"
 #include "probes/etcd.h"
 #include "probes/http_json.h"
+#include "probes/http_loop.h"
 #include "probes/patroni.h"
+#include "tests/support/hostile_http.h"
 
 namespace sbd {
 namespace {
@@ -319,6 +322,116 @@ TEST_CASE("etcd probe: a poisoned member key and a malformed lease answer leave 
   CHECK(view.lease_ttl_remaining == -1);
   CHECK(view.rejected == std::vector<std::string>{"members/evil: conn_url is not a string",
                                                   "lease: TTL is not a decimal integer"});
+}
+
+}  // namespace sbd
+
+namespace sbd {
+namespace {
+
+// One request on its own event loop, waited for; `took` is from the send to the answer.
+HttpResult RequestOnLoop(const HttpRequest& request, milliseconds budget, double* took) {
+  EventLoop loop;
+  std::promise<HttpResult> promise;
+  auto answer = promise.get_future();
+  std::unique_ptr<LoopHttpClient> client;
+  const auto start = SteadyClock::now();
+  loop.Post([&] {
+    client = std::make_unique<LoopHttpClient>(loop);
+    client->Start(request, start + budget,
+                  [&](HttpResult result) { promise.set_value(std::move(result)); });
+  });
+  REQUIRE(answer.wait_for(budget + std::chrono::seconds(5)) == std::future_status::ready);
+  *took = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  HttpResult result = answer.get();
+  std::promise<void> closed;
+  loop.Post([&] {
+    client.reset();
+    closed.set_value();
+  });
+  closed.get_future().wait();
+  return result;
+}
+
+// The failure of a request to a hostile endpoint, checked to come within deadline + grace.
+ProbeFailure HostileFailure(testing::Hostility hostility, milliseconds budget) {
+  testing::HostileHttp server(hostility);
+  HttpRequest request;
+  request.url = server.url();
+  double took = 0;
+  HttpResult result = RequestOnLoop(request, budget, &took);
+  REQUIRE(std::holds_alternative<ProbeFailure>(result));
+  const ProbeFailure failure = std::get<ProbeFailure>(result);
+  INFO(failure.message << " after " << took << " s against a budget of " << budget.count()
+                       << " ms");
+  CHECK(took < std::chrono::duration<double>(budget).count() + 0.25);
+  return failure;
+}
+
+bool Says(const ProbeFailure& failure, const std::string& text) {
+  return failure.message.find(text) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("LoopHttpClient: a normal answer comes with its status and body", "[http][loop]") {
+  testing::HostileHttp server(testing::Hostility::kNormal, 1, "up 1\n");
+  HttpRequest request;
+  request.url = server.url();
+  double took = 0;
+  HttpResult result = RequestOnLoop(request, milliseconds(1000), &took);
+  REQUIRE(std::holds_alternative<HttpAnswer>(result));
+  CHECK(std::get<HttpAnswer>(result).status == 200);
+  CHECK(std::get<HttpAnswer>(result).body == "up 1\n");
+}
+
+TEST_CASE("LoopHttpClient: a trickled status line or header fails at the whole deadline",
+          "[http][loop]") {
+  for (auto hostility : {testing::Hostility::kTrickleStatus, testing::Hostility::kTrickleHeader}) {
+    const ProbeFailure failure = HostileFailure(hostility, milliseconds(1200));
+    INFO(failure.message);
+    CHECK(failure.reason == ProbeFailureReason::kTimeout);
+    CHECK(Says(failure, "the answer outlasted the deadline of"));
+  }
+}
+
+TEST_CASE("LoopHttpClient: an endless header line is cut, never read to the deadline",
+          "[http][loop]") {
+  const ProbeFailure failure =
+      HostileFailure(testing::Hostility::kEndlessHeader, milliseconds(3000));
+  INFO(failure.message);
+  CHECK(failure.reason == ProbeFailureReason::kProtocol);
+  CHECK(Says(failure, "a header line longer than"));
+}
+
+TEST_CASE("LoopHttpClient: too many headers, a long status line and a huge body name their cap",
+          "[http][loop]") {
+  const ProbeFailure many = HostileFailure(testing::Hostility::kManyHeaders, milliseconds(3000));
+  CHECK(many.reason == ProbeFailureReason::kProtocol);
+  CHECK(Says(many, "more than 100 headers"));
+  const ProbeFailure status = HostileFailure(testing::Hostility::kLongStatus, milliseconds(3000));
+  CHECK(status.reason == ProbeFailureReason::kProtocol);
+  CHECK(Says(status, "status line longer than 1024 bytes"));
+  const ProbeFailure body = HostileFailure(testing::Hostility::kHugeBody, milliseconds(3000));
+  CHECK(body.reason == ProbeFailureReason::kProtocol);
+  CHECK(Says(body, "answer larger than 1048576 bytes"));
+}
+
+TEST_CASE("LoopHttpClient: silence, a closed port and another scheme are failures with reasons",
+          "[http][loop]") {
+  const ProbeFailure silent = HostileFailure(testing::Hostility::kSilent, milliseconds(500));
+  CHECK(silent.reason == ProbeFailureReason::kTimeout);
+  CHECK(Says(silent, "the answer outlasted the deadline of"));
+  HttpRequest request;
+  double took = 0;
+  request.url = "http://127.0.0.1:" + std::to_string(ClosedPort()) + "/metrics";
+  HttpResult refused = RequestOnLoop(request, milliseconds(500), &took);
+  REQUIRE(std::holds_alternative<ProbeFailure>(refused));
+  CHECK(std::get<ProbeFailure>(refused).reason == ProbeFailureReason::kRefused);
+  request.url = "file:///etc/passwd";
+  HttpResult file = RequestOnLoop(request, milliseconds(500), &took);
+  REQUIRE(std::holds_alternative<ProbeFailure>(file));
+  CHECK(std::get<ProbeFailure>(file).reason == ProbeFailureReason::kConfig);
 }
 
 }  // namespace sbd

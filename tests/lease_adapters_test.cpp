@@ -6,10 +6,15 @@
 #include <httplib.h>
 
 #include <catch2/catch.hpp>
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <mutex>
 #include <thread>
 
 #include "detector/verdicts/lease_claims.h"
 #include "detector/verdicts/verdict.h"
+#include "tests/support/hostile_http.h"
 
 namespace sbd {
 namespace {
@@ -239,6 +244,70 @@ TEST_CASE("LeaseClaimProbe: a candidate's claim as an observation with its token
   // Nothing listens any more: a failure, never a claim.
   const Observation refused = absent.Probe(SteadyClock::now() + milliseconds(500), nullptr);
   CHECK_FALSE(refused.ok());
+}
+
+}  // namespace sbd
+
+namespace sbd {
+namespace {
+
+size_t ThreadsOfThisProcess() {
+  size_t threads = 0;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    ++threads;
+  }
+  return threads;
+}
+
+}  // namespace
+
+TEST_CASE("LeaseClaimProbe: forty trickling endpoints fail at the deadline and hold no thread",
+          "[lease][loop]") {
+  constexpr int kMembers = 40;
+  testing::HostileHttp trickle(testing::Hostility::kTrickleHeader, kMembers);
+  ClusterSpec spec;
+  spec.redis_lease.lock = "orders";
+  std::vector<std::unique_ptr<LeaseClaimProbe>> probes;
+  for (int i = 0; i < kMembers; ++i) {
+    MemberSpec member = Candidate("m" + std::to_string(i), "id");
+    member.claim_url = trickle.url(static_cast<size_t>(i));
+    probes.push_back(std::make_unique<LeaseClaimProbe>(spec, member));
+  }
+  EventLoop& loop = EventLoop::Shared();
+  loop.Post([] {});  // the shared loop's thread exists before counting
+  const size_t before = ThreadsOfThisProcess();
+  std::mutex mu;
+  std::condition_variable answered;
+  std::vector<Observation> observations;
+  const auto start = SteadyClock::now();
+  const auto deadline = start + milliseconds(1500);
+  for (auto& probe : probes) {
+    loop.Post([&, probe = probe.get()] {
+      probe->Start(deadline, nullptr, [&](Observation obs) {
+        std::lock_guard<std::mutex> lock(mu);
+        observations.push_back(std::move(obs));
+        answered.notify_all();
+      });
+    });
+  }
+  // Once the loop has run every Start(), every request is in flight there: count the threads.
+  std::promise<void> started;
+  loop.Post([&] { started.set_value(); });
+  started.get_future().wait();
+  const size_t during = ThreadsOfThisProcess();
+  std::unique_lock<std::mutex> lock(mu);
+  REQUIRE(answered.wait_until(lock, deadline + milliseconds(500),
+                              [&] { return observations.size() == kMembers; }));
+  const double took = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  INFO("threads before " << before << ", during " << during << "; answered after " << took << " s");
+  CHECK(during <= before);
+  CHECK(took < 1.5 + 0.3);
+  CHECK(trickle.accepted() == kMembers);
+  for (const Observation& obs : observations) {
+    REQUIRE(obs.failure() != nullptr);
+    CHECK(obs.failure()->reason == ProbeFailureReason::kTimeout);
+    CHECK(obs.failure()->message.find("outlasted the deadline") != std::string::npos);
+  }
 }
 
 }  // namespace sbd

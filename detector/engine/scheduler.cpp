@@ -900,6 +900,32 @@ bool Scheduler::LaunchOnLoop(std::shared_ptr<MemberSlot> slot, const std::string
   return true;
 }
 
+bool Scheduler::LaunchStoreOnLoop(AsyncLockStore& store, std::atomic<bool>& busy,
+                                  SteadyClock::time_point deadline,
+                                  std::function<void(DcsResult)> deliver) {
+  if (busy.exchange(true)) return false;
+  EventLoop* loop = &loop_;
+  // The store and its busy flag live as long as the cluster, as with Launch<DcsResult>.
+  store.loop().Post([&store, &busy, deadline, loop, deliver = std::move(deliver)]() mutable {
+    auto answer = [&busy, loop, deliver](DcsResult read) {
+      busy.store(false);
+      loop->Post([deliver, read = std::move(read)]() mutable { deliver(std::move(read)); });
+    };
+    auto answered = std::make_shared<bool>(false);
+    const bool started = Guarded("lock store", [&] {
+      store.Start(deadline, [answer, answered](DcsResult read) {
+        *answered = true;
+        answer(std::move(read));
+      });
+    });
+    if (!started && !*answered) {
+      answer(ProbeFailure{ProbeFailureReason::kInternal,
+                          "the lock store failed unexpectedly (internal error)"});
+    }
+  });
+  return true;
+}
+
 bool Scheduler::LaunchMember(const std::shared_ptr<MemberSlot>& shared, const std::string& name,
                              SteadyClock::time_point deadline, const ReadingWindow& started,
                              const std::shared_ptr<StartGate>& gate,
@@ -948,14 +974,17 @@ void Scheduler::ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& m
   if (cluster.lock_store) {
     c->want_dcs = true;
     ++c->waiting;
-    const bool launched = Launch<DcsResult>(
-        nullptr, cluster.dcs_busy, deadline,
-        [&cluster, deadline] { return cluster.lock_store->Read(deadline); },
-        [](ProbeFailure f) { return DcsResult(std::move(f)); },
-        [c](DcsResult dcs) {
-          c->dcs = std::move(dcs);
-          c->Answered();
-        });
+    auto deliver = [c](DcsResult dcs) {
+      c->dcs = std::move(dcs);
+      c->Answered();
+    };
+    auto* async = dynamic_cast<AsyncLockStore*>(cluster.lock_store.get());
+    const bool launched =
+        async ? LaunchStoreOnLoop(*async, cluster.dcs_busy, deadline, std::move(deliver))
+              : Launch<DcsResult>(
+                    nullptr, cluster.dcs_busy, deadline,
+                    [&cluster, deadline] { return cluster.lock_store->Read(deadline); },
+                    [](ProbeFailure f) { return DcsResult(std::move(f)); }, std::move(deliver));
     if (!launched) {
       --c->waiting;
       c->dcs_missing = kStillRunning;

@@ -21,6 +21,8 @@
 
 namespace sbd {
 
+class AsyncLockStore;
+
 class LoopGate;   // probes/async_probe.h
 class EventLoop;  // probes/event_loop.h
 
@@ -337,6 +339,10 @@ class Scheduler {
   bool LaunchOnLoop(std::shared_ptr<MemberSlot> slot, const std::string& name,
                     SteadyClock::time_point deadline, std::shared_ptr<LoopGate> gate,
                     std::function<void(Observation)> deliver);
+  /// Starts a lock store's read on its event loop unless its previous read still runs; the
+  /// answer goes to `deliver` on the scheduler's loop. False when it could not start.
+  bool LaunchStoreOnLoop(AsyncLockStore& store, std::atomic<bool>& busy,
+                         SteadyClock::time_point deadline, std::function<void(DcsResult)> deliver);
   /// Starts one member's reading: on the event loop when its probe runs there (through
   /// `loop_gate` at confirmation), else on the executor (through `gate`). Arrives at the gate
   /// for it when it cannot start (its previous reading still runs). False when not started.

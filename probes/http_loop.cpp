@@ -1,0 +1,337 @@
+#include "probes/http_loop.h"
+
+#include <curl/curl.h>
+
+#include <map>
+#include <mutex>
+#include <string_view>
+
+namespace sbd {
+
+namespace {
+
+void InitCurlOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// "GET /metrics": how a failure names its request (never the query string nor credentials).
+std::string RequestName(const HttpRequest& request) {
+  const auto scheme_end = request.url.find("://");
+  const size_t host_start = scheme_end == std::string::npos ? 0 : scheme_end + 3;
+  const auto path_start = request.url.find('/', host_start);
+  std::string path = path_start == std::string::npos ? "/" : request.url.substr(path_start);
+  path = path.substr(0, path.find_first_of("?#"));
+  return (request.post_body.empty() ? "GET " : "POST ") + path;
+}
+
+ProbeFailureReason ReasonOf(CURLcode code) {
+  switch (code) {
+    case CURLE_OPERATION_TIMEDOUT:
+      return ProbeFailureReason::kTimeout;
+    case CURLE_COULDNT_CONNECT:
+      return ProbeFailureReason::kRefused;
+    case CURLE_COULDNT_RESOLVE_HOST:
+      return ProbeFailureReason::kUnreachable;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_LOGIN_DENIED:
+      return ProbeFailureReason::kConfig;
+    case CURLE_GOT_NOTHING:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_PARTIAL_FILE:
+      return ProbeFailureReason::kConnectionLost;
+    default:
+      return ProbeFailureReason::kProtocol;
+  }
+}
+
+}  // namespace
+
+struct LoopHttpClient::Impl {
+  explicit Impl(EventLoop& event_loop)
+      : loop(event_loop), curl_timer(event_loop), deadline_timer(event_loop) {
+    InitCurlOnce();
+    multi = curl_multi_init();
+    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &Impl::OnSocket);
+    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &Impl::OnTimer);
+    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, this);
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, 1L);
+  }
+  ~Impl() {
+    DropEasy();
+    curl_multi_cleanup(multi);  // closes the kept connection (its socket callback: REMOVE)
+    sockets.clear();
+    *alive = false;
+  }
+
+  static int OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*);
+  static int OnTimer(CURLM*, long timeout_ms, void* userp);
+  static size_t OnHeader(char* data, size_t size, size_t count, void* userp);
+  static size_t OnBody(char* data, size_t size, size_t count, void* userp);
+
+  void Start(const HttpRequest& request, SteadyClock::time_point deadline, Done on_done);
+  void Configure(const HttpRequest& request);
+  void Act(curl_socket_t fd);
+  void CheckDone();
+  void Finish(HttpResult result);
+  void DropEasy();
+  ProbeFailure FailureOf(CURLcode code) const;
+  void FailSoon(ProbeFailure failure, Done on_done);
+
+  EventLoop& loop;
+  CURLM* multi = nullptr;
+  LoopTimer curl_timer;      // libcurl's own timeouts (CURLMOPT_TIMERFUNCTION)
+  LoopTimer deadline_timer;  // the request's deadline, whatever libcurl does
+  std::map<curl_socket_t, std::unique_ptr<SocketWatch>> sockets;
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+  // The request in flight:
+  CURL* easy = nullptr;
+  curl_slist* header_list = nullptr;
+  Done done;
+  HttpBounds bounds;
+  std::string what;  // "GET /metrics"
+  long timeout_ms = 0;
+  size_t header_count = 0;
+  bool headers_done = false;
+  std::string breach;  // the bound a callback broke, said in the failure
+  HttpAnswer answer;
+  char error[CURL_ERROR_SIZE] = {};
+};
+
+int LoopHttpClient::Impl::OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*) {
+  auto* impl = static_cast<Impl*>(userp);
+  if (what == CURL_POLL_REMOVE) {
+    impl->sockets.erase(fd);
+    return 0;
+  }
+  auto& watch = impl->sockets[fd];
+  if (!watch) watch = std::make_unique<SocketWatch>(impl->loop, fd);
+  const bool read = (what & CURL_POLL_IN) != 0;
+  const bool write = (what & CURL_POLL_OUT) != 0;
+  return watch->Watch(read, write, [impl, fd] { impl->Act(fd); }) ? 0 : -1;
+}
+
+int LoopHttpClient::Impl::OnTimer(CURLM*, long timeout_ms, void* userp) {
+  auto* impl = static_cast<Impl*>(userp);
+  if (timeout_ms < 0) {
+    impl->curl_timer.Stop();
+    return 0;
+  }
+  // Fired from the loop, never from inside libcurl (it must not be re-entered here).
+  impl->curl_timer.Arm(SteadyClock::now() + std::chrono::milliseconds(timeout_ms),
+                       [impl] { impl->Act(CURL_SOCKET_TIMEOUT); });
+  return 0;
+}
+
+size_t LoopHttpClient::Impl::OnHeader(char* data, size_t size, size_t count, void* userp) {
+  auto* impl = static_cast<Impl*>(userp);
+  const size_t length = size * count;
+  const std::string_view line(data, length);
+  const HttpBounds& bounds = impl->bounds;
+  if (line.rfind("HTTP/", 0) == 0) {  // a status line (a 1xx answer's too)
+    if (length > bounds.max_status_line_bytes) {
+      impl->breach =
+          "status line longer than " + std::to_string(bounds.max_status_line_bytes) + " bytes";
+      return 0;
+    }
+    return length;
+  }
+  if (line == "\r\n" || line == "\n") {  // the end of the headers
+    impl->headers_done = true;
+    return length;
+  }
+  if (length > bounds.max_header_line_bytes) {
+    impl->breach =
+        "a header line longer than " + std::to_string(bounds.max_header_line_bytes) + " bytes";
+    return 0;
+  }
+  if (++impl->header_count > bounds.max_headers) {
+    impl->breach = "more than " + std::to_string(bounds.max_headers) + " headers";
+    return 0;
+  }
+  return length;
+}
+
+size_t LoopHttpClient::Impl::OnBody(char* data, size_t size, size_t count, void* userp) {
+  auto* impl = static_cast<Impl*>(userp);
+  const size_t length = size * count;
+  if (impl->answer.body.size() + length > impl->bounds.max_body_bytes) {
+    impl->breach = "answer larger than " + std::to_string(impl->bounds.max_body_bytes) + " bytes";
+    return 0;  // CURLE_WRITE_ERROR
+  }
+  impl->answer.body.append(data, length);
+  return length;
+}
+
+void LoopHttpClient::Impl::Configure(const HttpRequest& request) {
+  curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(easy, CURLOPT_PROXY, "");  // no proxy from the environment
+  curl_easy_setopt(easy, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(easy, CURLOPT_MAXFILESIZE_LARGE,
+                   static_cast<curl_off_t>(request.bounds.max_body_bytes));
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Impl::OnHeader);
+  curl_easy_setopt(easy, CURLOPT_HEADERDATA, this);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::OnBody);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, this);
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, error);
+  header_list = curl_slist_append(header_list, "Expect:");  // no 100-continue round trip
+  for (const auto& header : request.headers) {
+    header_list = curl_slist_append(header_list, header.c_str());
+  }
+  if (!request.post_body.empty()) {
+    header_list = curl_slist_append(header_list, "Content-Type: application/json");
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE, static_cast<long>(request.post_body.size()));
+    curl_easy_setopt(easy, CURLOPT_COPYPOSTFIELDS, request.post_body.c_str());
+  }
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, header_list);
+  const HttpCredentials& tls = request.credentials;
+  if (!tls.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, tls.ca_file.c_str());
+  if (!tls.cert_file.empty()) curl_easy_setopt(easy, CURLOPT_SSLCERT, tls.cert_file.c_str());
+  if (!tls.key_file.empty()) curl_easy_setopt(easy, CURLOPT_SSLKEY, tls.key_file.c_str());
+  if (!tls.bearer_token.empty()) {
+    curl_easy_setopt(easy, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+    curl_easy_setopt(easy, CURLOPT_XOAUTH2_BEARER, tls.bearer_token.c_str());
+  } else if (!tls.basic_user.empty()) {
+    curl_easy_setopt(easy, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+    curl_easy_setopt(easy, CURLOPT_USERNAME, tls.basic_user.c_str());
+    curl_easy_setopt(easy, CURLOPT_PASSWORD, tls.basic_password.c_str());
+  }
+}
+
+void LoopHttpClient::Impl::FailSoon(ProbeFailure failure, Done on_done) {
+  // Posted, so that done never runs inside Start().
+  loop.Post([alive = std::weak_ptr<bool>(alive), failure = std::move(failure),
+             on_done = std::move(on_done)]() mutable {
+    if (alive.lock()) on_done(std::move(failure));
+  });
+}
+
+void LoopHttpClient::Impl::Start(const HttpRequest& request, SteadyClock::time_point deadline,
+                                 Done on_done) {
+  what = RequestName(request);
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now());
+  if (easy != nullptr) {
+    return FailSoon({ProbeFailureReason::kInternal, what + ": a request is already in flight"},
+                    std::move(on_done));
+  }
+  if (left.count() <= 0) {
+    return FailSoon({ProbeFailureReason::kTimeout, what + ": no time left"}, std::move(on_done));
+  }
+  if (request.url.rfind("http://", 0) != 0 && request.url.rfind("https://", 0) != 0) {
+    return FailSoon({ProbeFailureReason::kConfig, "the URL's scheme is neither http nor https"},
+                    std::move(on_done));
+  }
+  easy = curl_easy_init();
+  if (easy == nullptr) {
+    return FailSoon({ProbeFailureReason::kInternal, what + ": libcurl could not start"},
+                    std::move(on_done));
+  }
+  done = std::move(on_done);
+  bounds = request.bounds;
+  timeout_ms = static_cast<long>(left.count());
+  header_count = 0;
+  headers_done = false;
+  breach.clear();
+  error[0] = '\0';
+  answer = HttpAnswer{};
+  Configure(request);
+  answer.sent = SteadyClock::now();
+  deadline_timer.Arm(deadline, [this] {
+    Finish(ProbeFailure{
+        ProbeFailureReason::kTimeout,
+        what + ": the answer outlasted the deadline of " + std::to_string(timeout_ms) + " ms"});
+  });
+  if (curl_multi_add_handle(multi, easy) != CURLM_OK) {
+    DropEasy();
+    deadline_timer.Stop();
+    return FailSoon({ProbeFailureReason::kInternal, what + ": libcurl refused the request"},
+                    std::move(done));
+  }
+}
+
+void LoopHttpClient::Impl::Act(curl_socket_t fd) {
+  int running = 0;
+  curl_multi_socket_action(multi, fd, 0, &running);
+  CheckDone();
+}
+
+void LoopHttpClient::Impl::CheckDone() {
+  int left = 0;
+  while (CURLMsg* message = curl_multi_info_read(multi, &left)) {
+    if (message->msg != CURLMSG_DONE || message->easy_handle != easy) continue;
+    const CURLcode code = message->data.result;
+    if (code != CURLE_OK) {
+      Finish(FailureOf(code));
+      continue;
+    }
+    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &answer.status);
+    Finish(std::move(answer));
+  }
+}
+
+ProbeFailure LoopHttpClient::Impl::FailureOf(CURLcode code) const {
+  if (!breach.empty()) return {ProbeFailureReason::kProtocol, what + ": " + breach};
+  if (code == CURLE_FILESIZE_EXCEEDED) {
+    return {ProbeFailureReason::kProtocol,
+            what + ": answer larger than " + std::to_string(bounds.max_body_bytes) + " bytes"};
+  }
+  if (code == CURLE_OUT_OF_MEMORY && !headers_done) {
+    // libcurl buffers a header line until its end, up to CURL_MAX_HTTP_HEADER, then gives up.
+    return {ProbeFailureReason::kProtocol, what + ": a header line longer than " +
+                                               std::to_string(CURL_MAX_HTTP_HEADER) +
+                                               " bytes (libcurl's cap)"};
+  }
+  if (code == CURLE_OPERATION_TIMEDOUT) {
+    curl_off_t connected_us = 0;
+    curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected_us);
+    const std::string limit = std::to_string(timeout_ms) + " ms";
+    return {ProbeFailureReason::kTimeout,
+            what + (connected_us == 0 ? ": no connection within the deadline of " + limit
+                                      : ": the answer outlasted the deadline of " + limit)};
+  }
+  // libcurl's message names the host and the problem, never the credentials.
+  const std::string detail = error[0] != '\0' ? error : curl_easy_strerror(code);
+  return {ReasonOf(code), what + ": " + detail};
+}
+
+void LoopHttpClient::Impl::DropEasy() {
+  if (easy != nullptr) {
+    curl_multi_remove_handle(multi, easy);
+    curl_easy_cleanup(easy);
+    easy = nullptr;
+  }
+  curl_slist_free_all(header_list);
+  header_list = nullptr;
+}
+
+void LoopHttpClient::Impl::Finish(HttpResult result) {
+  if (easy == nullptr) return;
+  deadline_timer.Stop();
+  DropEasy();  // a finished transfer leaves its connection in the cache; a cut one closes it
+  Done on_done = std::move(done);
+  done = nullptr;
+  if (on_done) on_done(std::move(result));
+}
+
+LoopHttpClient::LoopHttpClient(EventLoop& loop) : impl_(std::make_unique<Impl>(loop)) {}
+
+LoopHttpClient::~LoopHttpClient() = default;
+
+void LoopHttpClient::Start(const HttpRequest& request, SteadyClock::time_point deadline,
+                           Done done) {
+  impl_->Start(request, deadline, std::move(done));
+}
+
+bool LoopHttpClient::busy() const { return impl_->easy != nullptr; }
+
+}  // namespace sbd

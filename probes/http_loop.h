@@ -1,0 +1,76 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "probes/event_loop.h"
+#include "probes/probe.h"
+
+namespace sbd {
+
+/// The caps on one HTTP answer besides its deadline. A breach is a failure naming the cap.
+struct HttpBounds {
+  size_t max_status_line_bytes = 1024;
+  size_t max_header_line_bytes = 8192;
+  size_t max_headers = 100;
+  size_t max_body_bytes = 1 << 20;
+};
+
+/// TLS and authentication of a request. Secrets here are never logged nor put in a failure.
+struct HttpCredentials {
+  std::string ca_file;    ///< empty: the system's CA store
+  std::string cert_file;  ///< client certificate (PEM), with key_file
+  std::string key_file;
+  std::string bearer_token;  ///< "Authorization: Bearer ..."
+  std::string basic_user;    ///< basic auth, with basic_password
+  std::string basic_password;
+};
+
+/// One request: GET (empty post_body) or POST with a JSON body.
+struct HttpRequest {
+  std::string url;  ///< http:// or https:// only
+  std::string post_body;
+  std::vector<std::string> headers;  ///< "Name: value"
+  HttpBounds bounds;
+  HttpCredentials credentials;
+};
+
+/// A complete answer within every bound.
+struct HttpAnswer {
+  long status = 0;
+  std::string body;
+  SteadyClock::time_point sent{};  ///< when the request was handed to libcurl
+};
+
+using HttpResult = std::variant<HttpAnswer, ProbeFailure>;
+
+/// An HTTP client on an EventLoop: libcurl's multi interface driven by the loop's sockets and
+/// timers, so a request holds no thread whatever the endpoint does. Each request is bounded as
+/// a whole by its deadline (connect, send, status, headers and body together) and by
+/// HttpBounds; http and https only, no redirects, no proxy. Keeps its connection for the next
+/// request (keep-alive). One request at a time. Loop thread only, construction and
+/// destruction included (a request in flight at destruction is dropped without an answer).
+class LoopHttpClient {
+ public:
+  using Done = std::function<void(HttpResult)>;
+
+  explicit LoopHttpClient(EventLoop& loop);
+  ~LoopHttpClient();
+  LoopHttpClient(const LoopHttpClient&) = delete;
+  LoopHttpClient& operator=(const LoopHttpClient&) = delete;
+
+  /// Sends `request`; `done` runs exactly once, on the loop thread, by `deadline` (plus the
+  /// loop's own lateness), never from inside Start(). `done` must not destroy this client.
+  void Start(const HttpRequest& request, SteadyClock::time_point deadline, Done done);
+  /// True while a request is in flight.
+  bool busy() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sbd
