@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "probes/event_loop.h"
 #include "probes/zookeeper_lock.h"
 #include "tests/support/alertmanager_sandbox.h"
 #include "tests/support/detector_process.h"
@@ -324,4 +325,75 @@ TEST_CASE("zookeeper_lock detector: ZooKeeper stopped reads LockStoreUnreadable,
       },
       4 * kTtl));
   CHECK_FALSE(sb.FirstPage("SplitBrain").has_value());
+}
+
+TEST_CASE(
+    "zookeeper_lock store: digest auth reads a protected lock path; without it the read fails "
+    "as auth, and the secret is never in a message",
+    "[zookeeper]") {
+  TempDir dir{"sbd-zookeeper-store"};
+  ZooKeeperServer zk{dir.path() + "/zk"};
+  Kazoo(zk,
+        "from kazoo.security import make_digest_acl\n"
+        "acl = [make_digest_acl('detector', 'pw-7f3a91', all=True)]\n"
+        "c.add_auth('digest', 'detector:pw-7f3a91')\n"
+        "c.create('/locks/secret', b'', acl=acl, makepath=True)\n"
+        "c.create('/locks/secret/aa__lock__', b'cand-a', acl=acl, sequence=True)\n");
+  sbd::ClusterSpec spec = Spec(zk);
+  spec.zookeeper_lock.path = "/locks/secret";
+  sbd::ZooKeeperLockStore anonymous(spec);
+  const auto refused = ReadOnce(anonymous);
+  REQUIRE(std::holds_alternative<sbd::ProbeFailure>(refused));
+  CHECK(std::get<sbd::ProbeFailure>(refused).reason == sbd::ProbeFailureReason::kAuth);
+  const std::string password_file = dir.path() + "/zk-password";
+  sbd::testing::WriteFile(dir.path(), "zk-password", "pw-7f3a91");
+  spec.zookeeper_lock.username = "detector";
+  spec.zookeeper_lock.password_file = password_file;
+  sbd::ZooKeeperLockStore authorized(spec);
+  const auto read = ReadOnce(authorized);
+  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
+  CHECK(std::get<sbd::DcsView>(read).holder == "a");
+  spec.zookeeper_lock.password_file.reset();
+  spec.zookeeper_lock.password_env = "SBD_ZK_TEST_NO_SUCH_VARIABLE";
+  sbd::ZooKeeperLockStore unset(spec);
+  const auto unset_read = ReadOnce(unset);
+  REQUIRE(std::holds_alternative<sbd::ProbeFailure>(unset_read));
+  CHECK(std::get<sbd::ProbeFailure>(unset_read).reason == sbd::ProbeFailureReason::kConfig);
+  for (const auto* result : {&refused, &unset_read}) {
+    CHECK(std::get<sbd::ProbeFailure>(*result).message.find("pw-7f3a91") == std::string::npos);
+  }
+}
+
+TEST_CASE(
+    "zookeeper_lock store: its own session expired, a read fails (never a holder) and the "
+    "next session reads again",
+    "[zookeeper]") {
+  TempDir dir{"sbd-zookeeper-store"};
+  ZooKeeperServer zk{dir.path() + "/zk"};
+  ZooKeeperCandidate a{zk.host(), kPath, "cand-a", 30.0, dir.path()};
+  REQUIRE(WaitFor([&] { return !a.ClaimedToken().empty(); }, milliseconds(10000)));
+  sbd::ClusterSpec spec = Spec(zk);
+  spec.zookeeper_lock.session_timeout = milliseconds(1000);
+  sbd::ZooKeeperLockStore store(spec);
+  REQUIRE(WaitFor([&] { return std::holds_alternative<sbd::DcsView>(ReadOnce(store)); },
+                  milliseconds(10000)));
+  // The loop stalls past the session timeout: no pings, so the server expires the session.
+  sbd::EventLoop::Shared().Post([] { std::this_thread::sleep_for(milliseconds(3000)); });
+  std::this_thread::sleep_for(milliseconds(3000));  // the stall itself, not a wait on a state
+  std::vector<std::string> failures;
+  std::variant<sbd::DcsView, sbd::ProbeFailure> read;
+  REQUIRE(WaitFor(
+      [&] {
+        read = ReadOnce(store);
+        if (auto* failure = std::get_if<sbd::ProbeFailure>(&read)) {
+          failures.push_back(failure->message);
+        }
+        return std::holds_alternative<sbd::DcsView>(read);
+      },
+      milliseconds(15000)));
+  CAPTURE(failures);
+  REQUIRE_FALSE(failures.empty());  // the lost session was read as a failure, not a holder
+  std::printf("zookeeper_lock store: after the expiry, %zu failed reads first: %s\n",
+              failures.size(), failures.front().c_str());
+  CHECK(std::get<sbd::DcsView>(read).holder == "a");
 }
