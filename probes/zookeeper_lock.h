@@ -83,6 +83,9 @@ class ZooKeeperLockStore : public LockStore {
   /// The async path: starts a read on the loop; `done` runs on the loop thread by `deadline`.
   void StartRead(SteadyClock::time_point deadline, Done done);
   std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+  /// A ZooKeeper watch on the lock path's children (or on its creation, while it is missing),
+  /// on the same session and loop as the reads, re-armed after each change and each new session.
+  std::unique_ptr<LockWatch> Watch(LockWatch::Changed on_change) override;
 
  private:
   EventLoop& loop_;

@@ -5,6 +5,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -41,6 +42,24 @@ void SilenceClientLog() {
 
 }  // namespace
 
+/// What the watch and the loop share: the callback (cleared when the watch goes, under `mu`,
+/// so that it is never called after) and the counters. Thread-safe.
+struct ZooKeeperWatchState {
+  std::mutex mu;
+  LockWatch::Changed on_change;  // guarded by mu
+  std::atomic<bool> up{false};
+  std::atomic<std::uint64_t> breaks{0};
+  std::atomic<std::uint64_t> changes{0};
+  void Fire() {
+    changes.fetch_add(1);
+    std::lock_guard<std::mutex> lock(mu);
+    if (on_change) on_change();
+  }
+  void Down() {
+    if (up.exchange(false)) breaks.fetch_add(1);
+  }
+};
+
 /// One cluster's ZooKeeper session and its reads, on the loop thread only (constructed and
 /// destroyed anywhere, used only from posted tasks and its own callbacks).
 class ZooKeeperLockReader : public std::enable_shared_from_this<ZooKeeperLockReader> {
@@ -50,6 +69,7 @@ class ZooKeeperLockReader : public std::enable_shared_from_this<ZooKeeperLockRea
   ~ZooKeeperLockReader() { Close(); }
 
   void StartRead(SteadyClock::time_point deadline, ZooKeeperLockStore::Done done);
+  void StartWatch(std::shared_ptr<ZooKeeperWatchState> state);
   void Close();
 
  private:
@@ -82,6 +102,10 @@ class ZooKeeperLockReader : public std::enable_shared_from_this<ZooKeeperLockRea
   void OnHolder(int rc, const char* value, int length, const Stat* stat);
   void Fail(ProbeFailureReason reason, const std::string& message);
   void Finish(Result result);
+  void ArmWatch();
+  static void OnWatchEvent(zhandle_t*, int type, int state, const char*, void* context);
+  static void WatchArmed(int rc, const String_vector*, const Stat*, const void* data);
+  static void ExistsArmed(int rc, const Stat*, const void* data);
 
   EventLoop& loop_;
   const ZooKeeperLockSpec spec_;
@@ -96,6 +120,8 @@ class ZooKeeperLockReader : public std::enable_shared_from_this<ZooKeeperLockRea
   std::unique_ptr<LoopTimer> deadline_timer_;
   std::optional<PendingRead> read_;
   std::uint64_t next_read_id_ = 1;
+  std::shared_ptr<ZooKeeperWatchState> watch_state_;
+  bool watch_armed_ = false;  // a children (or exists) watch is set on this session
 };
 
 std::optional<ProbeFailure> ZooKeeperLockReader::EnsureHandle() {
@@ -126,6 +152,7 @@ std::optional<ProbeFailure> ZooKeeperLockReader::EnsureHandle() {
                         "ZooKeeper hosts " + HostList(spec_.hosts) + " unusable"};
   }
   connected_ = false;
+  watch_armed_ = false;
   session_problem_ = "connecting";
   if (!secret.empty()) {
     zoo_add_auth(zh_, "digest", secret.data(), static_cast<int>(secret.size()), nullptr, nullptr);
@@ -164,7 +191,78 @@ void ZooKeeperLockReader::Close() {
     zookeeper_close(closing);  // pending completions run with ZCLOSING
   }
   connected_ = false;
+  if (watch_state_) watch_state_->Down();
+  watch_state_.reset();
   if (read_) Fail(ProbeFailureReason::kInternal, "ZooKeeper store closed");
+}
+
+void ZooKeeperLockReader::StartWatch(std::shared_ptr<ZooKeeperWatchState> state) {
+  watch_state_ = std::move(state);
+  if (zh_ == nullptr || !connected_) {
+    if (auto failure = EnsureHandle()) return;  // the next read says why
+  }
+  ArmWatch();
+  Pump();
+}
+
+void ZooKeeperLockReader::ArmWatch() {
+  if (!watch_state_ || zh_ == nullptr || !connected_ || watch_armed_) return;
+  watch_armed_ = true;
+  auto* weak = new std::weak_ptr<ZooKeeperLockReader>(weak_from_this());
+  const int rc = zoo_awget_children2(zh_, spec_.path.c_str(), OnWatchEvent, this, WatchArmed, weak);
+  if (rc != ZOK) {  // no completion will free it
+    delete weak;
+    watch_armed_ = false;
+  }
+}
+
+// Called inside zookeeper_process, so the reader (whose handle it is) is alive.
+void ZooKeeperLockReader::OnWatchEvent(zhandle_t*, int type, int, const char*, void* context) {
+  auto* reader = static_cast<ZooKeeperLockReader*>(context);
+  if (type == ZOO_SESSION_EVENT || !reader->watch_state_) return;
+  reader->watch_armed_ = false;
+  reader->watch_state_->Fire();
+  reader->ArmWatch();
+}
+
+void ZooKeeperLockReader::WatchArmed(int rc, const String_vector*, const Stat*, const void* data) {
+  std::unique_ptr<const std::weak_ptr<ZooKeeperLockReader>> weak(
+      static_cast<const std::weak_ptr<ZooKeeperLockReader>*>(data));
+  auto reader = weak->lock();
+  if (!reader || !reader->watch_state_ || reader->zh_ == nullptr) return;
+  if (rc == ZOK) {
+    reader->watch_state_->up = true;
+    return;
+  }
+  if (rc != ZNONODE) {
+    reader->watch_armed_ = false;  // armed again at the next session
+    return;
+  }
+  // No lock path yet: a children watch cannot be set on it, an exists watch can.
+  auto* again = new std::weak_ptr<ZooKeeperLockReader>(reader);
+  const int sent = zoo_awexists(reader->zh_, reader->spec_.path.c_str(), OnWatchEvent, reader.get(),
+                                ExistsArmed, again);
+  if (sent != ZOK) {
+    delete again;
+    reader->watch_armed_ = false;
+  }
+}
+
+void ZooKeeperLockReader::ExistsArmed(int rc, const Stat*, const void* data) {
+  std::unique_ptr<const std::weak_ptr<ZooKeeperLockReader>> weak(
+      static_cast<const std::weak_ptr<ZooKeeperLockReader>*>(data));
+  auto reader = weak->lock();
+  if (!reader || !reader->watch_state_) return;
+  if (rc == ZOK) {
+    // Created between the two calls: the children watch is what it needs now.
+    reader->watch_armed_ = false;
+    reader->watch_state_->Fire();
+    reader->ArmWatch();
+  } else if (rc == ZNONODE) {
+    reader->watch_state_->up = true;
+  } else {
+    reader->watch_armed_ = false;
+  }
 }
 
 void ZooKeeperLockReader::Pump() {
@@ -219,8 +317,12 @@ void ZooKeeperLockReader::SessionEvent(int state) {
   if (connected_) {
     session_problem_.clear();
     if (read_ && !read_->sent) ListChildren();
+    ArmWatch();
     return;
   }
+  if (watch_state_) watch_state_->Down();
+  // The client sets a live session's watches again on reconnect; a new session has none.
+  if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) watch_armed_ = false;
   if (state == ZOO_EXPIRED_SESSION_STATE)
     session_problem_ = "expired";
   else if (state == ZOO_AUTH_FAILED_STATE)
@@ -333,6 +435,34 @@ void ZooKeeperLockStore::StartRead(SteadyClock::time_point deadline, Done done) 
   loop_.Post([reader = reader_, deadline, done = std::move(done)]() mutable {
     reader->StartRead(deadline, std::move(done));
   });
+}
+
+namespace {
+
+// The watch's handle for the scheduler: its counters, and on destruction no more callbacks.
+class ZooKeeperLockWatch : public LockWatch {
+ public:
+  explicit ZooKeeperLockWatch(std::shared_ptr<ZooKeeperWatchState> state)
+      : state_(std::move(state)) {}
+  ~ZooKeeperLockWatch() override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->on_change = nullptr;
+  }
+  LockWatchStatus Status() const override {
+    return LockWatchStatus{state_->up.load(), state_->breaks.load(), state_->changes.load()};
+  }
+
+ private:
+  std::shared_ptr<ZooKeeperWatchState> state_;
+};
+
+}  // namespace
+
+std::unique_ptr<LockWatch> ZooKeeperLockStore::Watch(LockWatch::Changed on_change) {
+  auto state = std::make_shared<ZooKeeperWatchState>();
+  state->on_change = std::move(on_change);
+  loop_.Post([reader = reader_, state] { reader->StartWatch(state); });
+  return std::make_unique<ZooKeeperLockWatch>(state);
 }
 
 std::variant<DcsView, ProbeFailure> ZooKeeperLockStore::Read(SteadyClock::time_point deadline) {

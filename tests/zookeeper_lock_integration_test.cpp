@@ -3,6 +3,7 @@
 // stopped server and the reconnect), then the real detector binary paging through a real
 // Alertmanager 0.25 (one holder healthy; a holder frozen past its session, replaced and
 // resumed, paged as the zombie with both tokens; ZooKeeper stopped reads LockStoreUnreadable).
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
@@ -396,4 +397,32 @@ TEST_CASE(
   std::printf("zookeeper_lock store: after the expiry, %zu failed reads first: %s\n",
               failures.size(), failures.front().c_str());
   CHECK(std::get<sbd::DcsView>(read).holder == "a");
+}
+
+TEST_CASE(
+    "zookeeper_lock store: its watch calls at once when the lock path appears and when a "
+    "child leaves, without a read in between",
+    "[zookeeper]") {
+  TempDir dir{"sbd-zookeeper-store"};
+  ZooKeeperServer zk{dir.path() + "/zk"};
+  sbd::ZooKeeperLockStore store(Spec(zk));
+  std::atomic<int> changes{0};
+  std::unique_ptr<sbd::LockWatch> watch = store.Watch([&] { changes.fetch_add(1); });
+  REQUIRE(watch != nullptr);
+  // The path does not exist yet: the watch waits for its creation.
+  REQUIRE(WaitFor([&] { return watch->Status().up; }, milliseconds(10000)));
+  CHECK(changes.load() == 0);
+  ZooKeeperCandidate a{zk.host(), kPath, "cand-a", 30.0, dir.path()};
+  REQUIRE(WaitFor([&] { return changes.load() > 0; }, milliseconds(5000)));
+  REQUIRE(WaitFor([&] { return !a.ClaimedToken().empty(); }, milliseconds(10000)));
+  const int before = changes.load();
+  a.Resign();  // its child is deleted, a new one created
+  REQUIRE(WaitFor([&] { return changes.load() > before; }, milliseconds(5000)));
+  CHECK(watch->Status().changes >= 2);
+  CHECK(watch->Status().up);
+  watch.reset();  // no callback after this
+  const int after = changes.load();
+  a.Resign();
+  std::this_thread::sleep_for(milliseconds(500));  // room for a stray callback to show
+  CHECK(changes.load() == after);
 }
