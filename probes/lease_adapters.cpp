@@ -37,6 +37,8 @@ ClaimQuery ClaimQueryOf(const K8sLeaseSpec& spec) { return QueryOfSpec(spec); }
 
 ClaimQuery ClaimQueryOf(const EtcdElectionSpec& spec) { return QueryOfSpec(spec); }
 
+ClaimQuery ClaimQueryOf(const ZooKeeperLockSpec& spec) { return QueryOfSpec(spec); }
+
 namespace {
 
 ClaimTarget TargetOf(const MemberSpec& member, const ClaimQuery& query) {

@@ -31,6 +31,8 @@ ClaimQuery ClaimQueryOf(const K8sLeaseSpec& spec);
 
 /// The claim query of an etcd_election cluster, as MetricsClaimProbe takes it.
 ClaimQuery ClaimQueryOf(const EtcdElectionSpec& spec);
+/// The claim query of a zookeeper_lock cluster.
+ClaimQuery ClaimQueryOf(const ZooKeeperLockSpec& spec);
 
 /// One candidate's claim (its metrics_url, read as MetricsClaimProbe reads it) as an
 /// Observation holding a LockClaimReading: the lock's name as lineage; its token is the token

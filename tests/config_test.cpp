@@ -404,10 +404,10 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "10:11: clusters[1].name: expected a name of letters, digits, '_', '.' and '-'",
         "11:14: clusters[1].members: expected a sequence", "12:1: extra: unknown key"}},
       {"invalid-kind.yml",
-       {"3:11: clusters[0].kind: expected postgres, patroni, redis, redis_lease, k8s_lease or "
-        "etcd_election",
-        "8:11: clusters[1].kind: expected postgres, patroni, redis, redis_lease, k8s_lease or "
-        "etcd_election"}},
+       {"3:11: clusters[0].kind: expected postgres, patroni, redis, redis_lease, k8s_lease, "
+        "etcd_election or zookeeper_lock",
+        "8:11: clusters[1].kind: expected postgres, patroni, redis, redis_lease, k8s_lease, "
+        "etcd_election or zookeeper_lock"}},
       {"invalid-etcd-election.yml",
        {"5:19: clusters[0].etcd_election.endpoints[0]: expected an http:// or https:// URL",
         "6:15: clusters[0].etcd_election.prefix: expected 1 to 1024 bytes",
@@ -758,7 +758,7 @@ TEST_CASE("config: a kind's block on another kind, and an unknown kind, are repo
             "kinds.yml:8:5: clusters[1].k8s_lease: only valid for kind: k8s_lease",
             "kinds.yml:9:5: clusters[1].scope: only valid for kind: patroni",
             "kinds.yml:12:11: clusters[2].kind: expected postgres, patroni, redis, redis_lease, "
-            "k8s_lease or etcd_election",
+            "k8s_lease, etcd_election or zookeeper_lock",
             "kinds.yml:13:33: clusters[2].etcd_election.endpoints[0]: expected an http:// or "
             "https:// URL"});
 }

@@ -130,6 +130,28 @@ struct EtcdElectionSpec {
   std::optional<ResourceWitnessSpec> resource_witness;
 };
 
+/// A ZooKeeper lock or election recipe (Curator's InterProcessMutex/LeaderLatch, kazoo's
+/// Lock/Election: each candidate creates an ephemeral-sequential child under `path`; the lowest
+/// sequence holds, and that child's czxid is the fencing token), read with the C client (the
+/// cluster's `zookeeper_lock:` block). Members are the candidates (`metrics_url`), claiming as
+/// for etcd_election, their token the czxid they believe they hold.
+struct ZooKeeperLockSpec {
+  std::vector<std::string> hosts;  ///< "host:port" of the ensemble's servers
+  std::string path;                ///< the lock's (or election's) znode, "/locks/orders"
+  Millis session_timeout{10000};   ///< asked of the server; it may grant another
+  int max_children = 1000;         ///< a read with more children fails
+  int max_data_bytes = 1024;       ///< the holder's data above this is not read as identity
+  /// digest auth (`zoo_add_auth("digest", "user:password")`); no username: none.
+  std::string username;
+  std::optional<std::string> password_file;
+  std::optional<std::string> password_env;
+  /// The claim, as for etcd_election.
+  std::string claim_metric = "leader_election_master_status";
+  std::string lock_label = "name";
+  std::string lock;  ///< default: the cluster's name
+  std::string token_label;
+};
+
 /// How to reach members found in the DCS: their conn_url gives host and port, this gives the
 /// rest of the libpq settings and the credentials.
 struct DiscoverySpec {
@@ -199,6 +221,8 @@ struct ClusterSpec {
   K8sLeaseSpec k8s_lease;
   /// etcd elections and locks: the gateway, the prefix and the claim query.
   EtcdElectionSpec etcd_election;
+  /// ZooKeeper lock and election recipes: the ensemble, the lock path and the claim query.
+  ZooKeeperLockSpec zookeeper_lock;
 };
 
 /// Where alerts go: every Alertmanager gets every alert (POST /api/v2/alerts).

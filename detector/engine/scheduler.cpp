@@ -21,6 +21,7 @@
 #include "probes/postgres_async.h"
 #include "probes/redis.h"
 #include "probes/sentinel.h"
+#include "probes/zookeeper_lock.h"
 #include "suppressors/transition.h"
 
 namespace sbd {
@@ -262,6 +263,19 @@ std::string EtcdElectionRecord(const ClusterSpec& spec) {
          ", lowest create revision";
 }
 
+std::unique_ptr<MemberProbe> ZooKeeperClaimMember(const ClusterSpec& spec,
+                                                  const MemberSpec& member) {
+  return std::make_unique<LeaseClaimProbe>(member, ClaimQueryOf(spec.zookeeper_lock));
+}
+
+std::unique_ptr<LockStore> ZooKeeperChildrenStore(const ClusterSpec& spec) {
+  return std::make_unique<ZooKeeperLockStore>(spec);
+}
+
+std::string ZooKeeperChildrenRecord(const ClusterSpec& spec) {
+  return ZooKeeperLockRecord(spec.zookeeper_lock);
+}
+
 // A built-in kind: the name the config spells, the probe of its members, the lock store that
 // keeps its record (none when the members' claims are all there is) and where that store
 // keeps it.
@@ -282,6 +296,7 @@ constexpr BuiltInKind kBuiltInKinds[] = {
     {"redis_lease", LeaseClaimMember, RedisLeaseKeyStore, RedisLeaseRecord},
     {"k8s_lease", K8sLeaseClaimMember, K8sLeaseObjectStore, K8sLeaseObjectRecord},
     {"etcd_election", ElectionClaimMember, EtcdElectionKeyStore, EtcdElectionRecord},
+    {"zookeeper_lock", ZooKeeperClaimMember, ZooKeeperChildrenStore, ZooKeeperChildrenRecord},
 };
 
 const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {

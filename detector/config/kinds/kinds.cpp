@@ -12,6 +12,7 @@ const std::vector<KindConfig>& Kinds() {
     {"redis_lease",   true,  false, "redis_lease",   {},                                                      ParseRedisLease,   ParseClaimMember},
     {"k8s_lease",     true,  false, "k8s_lease",     {},                                                      ParseK8sLease,     ParseClaimMember},
     {"etcd_election", true,  false, "etcd_election", {},                                                      ParseEtcdElection, ParseClaimMember},
+    {"zookeeper_lock", true, false, "zookeeper_lock", {},                                                     ParseZooKeeperLock, ParseClaimMember},
   };
   // clang-format on
   return kinds;

@@ -71,6 +71,7 @@ MemberSpec ParseRedisMember(ConfigReader& reader, const ClusterContext& context,
 void ParseRedisLease(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
 void ParseK8sLease(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
 void ParseEtcdElection(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
+void ParseZooKeeperLock(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
 /// The application lease kinds' members: candidates by metrics URL (kinds/claims.cpp).
 MemberSpec ParseClaimMember(ConfigReader& reader, const ClusterContext& context,
                             const ClusterSpec& cluster, const YAML::Node& node,

@@ -1,0 +1,125 @@
+#include "tests/support/zookeeper_sandbox.h"
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <stdexcept>
+
+#include "tests/support/files.h"
+#include "tests/support/process.h"
+
+namespace sbd::testing {
+namespace {
+
+// True when something accepts a TCP connection on 127.0.0.1:port.
+bool Accepts(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(static_cast<uint16_t>(port));
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+ZooKeeperServer::ZooKeeperServer(const std::string& dir) : dir_(dir) {
+  RunCommand({"mkdir", "-p", dir_ + "/data"});
+  port_ = FreeLoopbackPort();
+  log_file_ = dir_ + "/zookeeper.log";
+  WriteFile(dir_ + "/zoo.cfg",
+            "tickTime=200\ninitLimit=10\nsyncLimit=5\ndataDir=" + dir_ +
+                "/data\nclientPort=" + std::to_string(port_) +
+                "\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
+                "4lw.commands.whitelist=\nmaxClientCnxns=0\n",
+            0644);
+  Start();
+}
+
+ZooKeeperServer::~ZooKeeperServer() { Stop(); }
+
+void ZooKeeperServer::Start() {
+  if (pid_ > 0 && !ReapIfExited(pid_)) return;
+  BackgroundOptions background;
+  background.die_with_parent = true;
+  pid_ =
+      SpawnBackgroundProcess({"/usr/bin/java", "-Xmx256m", "-XX:+UseSerialGC",
+                              "-Dzookeeper.log.dir=" + dir_, "-cp", "/usr/share/java/zookeeper.jar",
+                              "org.apache.zookeeper.server.ZooKeeperServerMain", dir_ + "/zoo.cfg"},
+                             log_file_, background);
+  std::string how;
+  if (WaitUntilReady(
+          pid_, [&] { return Accepts(port_); }, std::chrono::seconds(60),
+          std::chrono::milliseconds(50), &how) != StartupOutcome::kReady) {
+    StopChildProcess(pid_, SIGKILL, std::chrono::seconds(2));
+    pid_ = -1;
+    throw std::runtime_error("ZooKeeper did not start (" + how + "):\n" + LogTail());
+  }
+}
+
+void ZooKeeperServer::Stop() {
+  if (pid_ <= 0) return;
+  StopChildProcess(pid_, SIGTERM, std::chrono::seconds(10));
+  pid_ = -1;
+}
+
+std::string ZooKeeperServer::LogTail() const { return Tail(log_file_, 30); }
+
+ZooKeeperCandidate::ZooKeeperCandidate(const std::string& hosts, const std::string& path,
+                                       const std::string& identifier, double session_timeout_s,
+                                       const std::string& log_dir) {
+  metrics_port_ = FreeLoopbackPort();
+  log_file_ = log_dir + "/zk-candidate-" + identifier + ".log";
+  BackgroundOptions background;
+  background.die_with_parent = true;
+  pid_ = SpawnBackgroundProcess(
+      {"/usr/bin/python3", SBD_SOURCE_DIR "/tests/support/zk_candidate.py", "--hosts", hosts,
+       "--path", path, "--identifier", identifier, "--session-timeout",
+       std::to_string(session_timeout_s), "--metrics-port", std::to_string(metrics_port_)},
+      log_file_, background);
+  std::string how;
+  if (WaitUntilReady(
+          pid_, [&] { return !Metrics().empty(); }, std::chrono::seconds(20),
+          std::chrono::milliseconds(50), &how) != StartupOutcome::kReady) {
+    StopChildProcess(pid_, SIGKILL, std::chrono::seconds(2));
+    throw std::runtime_error("kazoo candidate did not start (" + how + "):\n" +
+                             Tail(log_file_, 20));
+  }
+}
+
+ZooKeeperCandidate::~ZooKeeperCandidate() {
+  ::kill(pid_, SIGCONT);
+  StopChildProcess(pid_, SIGTERM, std::chrono::seconds(5));
+}
+
+void ZooKeeperCandidate::Freeze() const { ::kill(pid_, SIGSTOP); }
+void ZooKeeperCandidate::Resume() const { ::kill(pid_, SIGCONT); }
+void ZooKeeperCandidate::Resign() const { ::kill(pid_, SIGUSR1); }
+
+std::string ZooKeeperCandidate::Metrics() const {
+  httplib::Client client("127.0.0.1", metrics_port_);
+  client.set_connection_timeout(std::chrono::milliseconds(500));
+  client.set_read_timeout(std::chrono::milliseconds(500));
+  auto result = client.Get("/metrics");
+  if (!result || result->status != 200) return "";
+  return result->body;
+}
+
+std::string ZooKeeperCandidate::ClaimedToken() const {
+  const std::string text = Metrics();
+  const std::string label = "token=\"";
+  const auto at = text.find(label);
+  if (at == std::string::npos) return "";
+  const auto end = text.find("\"} ", at + label.size());
+  if (end == std::string::npos || text.compare(end + 3, 1, "1") != 0) return "";
+  return text.substr(at + label.size(), end - at - label.size());
+}
+
+}  // namespace sbd::testing
