@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "detector/config/config.h"
+#include "probes/async_probe.h"
 #include "probes/event_loop.h"
 #include "probes/probe.h"
 
@@ -72,17 +73,17 @@ class ZooKeeperLockReader;
 /// on the event loop: one session per cluster, no thread of its own); Read() posts a read to
 /// the loop and waits for it, bounded by the deadline. Never throws. Thread-safe for one
 /// Read() at a time (the scheduler's contract).
-class ZooKeeperLockStore : public LockStore {
+class ZooKeeperLockStore : public AsyncLockStore {
  public:
   ZooKeeperLockStore(const ClusterSpec& spec, EventLoop& loop = EventLoop::Shared());
   ~ZooKeeperLockStore() override;
   ZooKeeperLockStore(const ZooKeeperLockStore&) = delete;
   ZooKeeperLockStore& operator=(const ZooKeeperLockStore&) = delete;
 
-  using Done = std::function<void(std::variant<DcsView, ProbeFailure>)>;
-  /// The async path: starts a read on the loop; `done` runs on the loop thread by `deadline`.
-  void StartRead(SteadyClock::time_point deadline, Done done);
-  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+  /// Starts a read (loop thread); `done` runs on the loop thread by `deadline`. The scheduler
+  /// starts it on the loop (no pool thread waits on ZooKeeper); Read() is the blocking form.
+  void Start(SteadyClock::time_point deadline, Done done) override;
+  EventLoop& loop() override { return loop_; }
   /// A ZooKeeper watch on the lock path's children (or on its creation, while it is missing),
   /// on the same session and loop as the reads, re-armed after each change and each new session.
   std::unique_ptr<LockWatch> Watch(LockWatch::Changed on_change) override;

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <mutex>
 #include <optional>
 
@@ -431,10 +430,8 @@ ZooKeeperLockStore::~ZooKeeperLockStore() {
   loop_.Post([reader = std::move(reader_)] { reader->Close(); });
 }
 
-void ZooKeeperLockStore::StartRead(SteadyClock::time_point deadline, Done done) {
-  loop_.Post([reader = reader_, deadline, done = std::move(done)]() mutable {
-    reader->StartRead(deadline, std::move(done));
-  });
+void ZooKeeperLockStore::Start(SteadyClock::time_point deadline, Done done) {
+  reader_->StartRead(deadline, std::move(done));
 }
 
 namespace {
@@ -463,30 +460,6 @@ std::unique_ptr<LockWatch> ZooKeeperLockStore::Watch(LockWatch::Changed on_chang
   state->on_change = std::move(on_change);
   loop_.Post([reader = reader_, state] { reader->StartWatch(state); });
   return std::make_unique<ZooKeeperLockWatch>(state);
-}
-
-std::variant<DcsView, ProbeFailure> ZooKeeperLockStore::Read(SteadyClock::time_point deadline) {
-  if (loop_.OnLoopThread()) {
-    return ProbeFailure{ProbeFailureReason::kInternal, "blocking ZooKeeper read on the loop"};
-  }
-  struct Waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::optional<Result> result;
-  };
-  auto waiter = std::make_shared<Waiter>();
-  StartRead(deadline, [waiter](Result result) {
-    std::lock_guard<std::mutex> lock(waiter->mu);
-    waiter->result = std::move(result);
-    waiter->cv.notify_all();
-  });
-  std::unique_lock<std::mutex> lock(waiter->mu);
-  // The loop's own deadline timer answers first; this bound only covers a stalled loop.
-  if (!waiter->cv.wait_until(lock, deadline + std::chrono::milliseconds(50),
-                             [&] { return waiter->result.has_value(); })) {
-    return ProbeFailure{ProbeFailureReason::kTimeout, "the event loop did not answer in time"};
-  }
-  return std::move(*waiter->result);
 }
 
 }  // namespace sbd
