@@ -91,8 +91,23 @@ TEST_CASE("alerts: the page stays up until the incident is seen to be over", "[a
   CHECK(alerts.front().labels.at("alertname") == "SplitBrain");
   CHECK(alerts.front().annotations.at("summary").find("not yet seen to be over (suspected)") !=
         std::string::npos);
+  CHECK(alerts.front().annotations.at("summary").find("zombie") == std::string::npos);
   c.split_brain_open = false;
   CHECK(AlertsFor(c, alerting, kLinks).empty());
+}
+
+TEST_CASE("alerts: a page sent in an unconfirmed round of an open incident still names the zombie",
+          "[alerts]") {
+  AlertingSpec alerting;
+  auto c = Snapshot(Verdict::kSuspected, 1, Lock::kStore);
+  c.split_brain_open = true;  // the re-probe of this round did not overlap
+  c.assessment.zombies = {"pg-1"};
+  c.assessment.lock_holder = "pg-2";
+  const auto alerts = AlertsFor(c, alerting, kLinks);
+  REQUIRE(alerts.size() == 1);
+  const std::string summary = alerts.front().annotations.at("summary");
+  CHECK(summary.find("not yet seen to be over (suspected); zombie pg-1, lock holder pg-2") !=
+        std::string::npos);
 }
 
 TEST_CASE("alerts: the description does not change from round to round", "[alerts]") {

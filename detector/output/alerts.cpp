@@ -228,17 +228,18 @@ bool AddSplitBrainAlerts(const ClusterSnapshot& c, const AlertingSpec& alerting,
   // The page stays up for the whole incident, not only for the rounds that confirm it.
   const bool split_brain = a.verdict == Verdict::kSplitBrain && !a.split_brain_fenced;
   if (split_brain || c.split_brain_open) {
+    // The zombie is named whenever this round still sees one, confirmed or not: a page that
+    // goes out in a round whose re-probe did not overlap must still say whom to stop.
+    const std::string zombie = a.zombies.empty()
+                                   ? ""
+                                   : "; zombie " + Join(a.zombies) + ", lock holder " +
+                                         (a.lock_holder.empty() ? "unknown" : a.lock_holder);
     std::string summary = "Split brain in " + c.spec.name + ": ";
     if (split_brain) {
-      summary += Join(a.writable) + " writable at once";
-      if (!a.zombies.empty()) {
-        summary += "; zombie " + Join(a.zombies) + ", lock holder " +
-                   (a.lock_holder.empty() ? "unknown" : a.lock_holder);
-      }
-      summary += TokenEvidence(c);
+      summary += Join(a.writable) + " writable at once" + zombie + TokenEvidence(c);
     } else {
       summary += "confirmed at " + FormatTime(c.split_brain_opened_at) +
-                 ", not yet seen to be over (" + std::string(VerdictName(a.verdict)) + ")";
+                 ", not yet seen to be over (" + std::string(VerdictName(a.verdict)) + ")" + zombie;
     }
     firing.push_back(Make(c, alerting, links, kSplitBrain, kCritical, summary, "split-brain.md"));
   }
