@@ -81,14 +81,8 @@ struct FencedSandbox {
             storage.metrics_url() +
             "\n    members:\n      - name: a\n        metrics_url: " + a.metrics_url() +
             "/metrics\n      - name: b\n        metrics_url: " + b.metrics_url() + "/metrics\n");
-    detector = std::make_unique<DetectorProcess>(
-        SBD_BINARY,
-        std::vector<std::string>{"--config.file=" + config,
-                                 "--web.listen-address=127.0.0.1:" + std::to_string(port)},
-        dir.path() + "/detector.log");
-    if (!WaitFor([&] { return HttpGet(port, "/-/ready") == "Ready\n"; }, milliseconds(30000))) {
-      throw std::runtime_error("detector not ready:\n" + detector->Log());
-    }
+    detector =
+        sbd::testing::StartReadyDetector(SBD_BINARY, config, port, dir.path() + "/detector.log");
   }
 
   EtcdCandidate::Options Candidate(const std::string& value) {
@@ -101,14 +95,7 @@ struct FencedSandbox {
     return options;
   }
 
-  json Cluster() const {
-    const json status = json::parse(HttpGet(port, "/status"), nullptr, false);
-    if (!status.is_object()) return json();
-    for (const auto& c : status["clusters"]) {
-      if (c["name"] == "orders") return c;
-    }
-    return json();
-  }
+  json Cluster() const { return sbd::testing::ClusterStatus(port, "orders"); }
 
   // The claiming candidate once the storage holds its token; else null.
   const EtcdCandidate* Writer() const {

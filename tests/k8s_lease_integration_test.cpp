@@ -276,16 +276,8 @@ TEST_CASE("k8s_lease store: a kubeconfig's current context gives server, CA data
 
 namespace {
 
-// A firing alert `name` for cluster `orders`, as Alertmanager notified it.
 std::optional<json> Firing(const WebhookReceiver::Delivery& d, const std::string& name) {
-  if (!d.body.contains("alerts")) return std::nullopt;
-  for (const auto& a : d.body["alerts"]) {
-    if (a["labels"].value("alertname", "") == name &&
-        a["labels"].value("cluster", "") == "orders" && a.value("status", "") == "firing") {
-      return a;
-    }
-  }
-  return std::nullopt;
+  return sbd::testing::FiringAlert(d, name, "orders");
 }
 
 // The fake API server, two candidates (a leads), Alertmanager and the detector binary.
@@ -312,25 +304,11 @@ struct K8sSandbox {
             "\n    members:\n      - name: a\n        metrics_url: " + a.url() +
             "\n        identity: pod-a\n      - name: b\n        metrics_url: " + b.url() +
             "\n        identity: pod-b\n");
-    detector = std::make_unique<DetectorProcess>(
-        SBD_BINARY,
-        std::vector<std::string>{"--config.file=" + config,
-                                 "--web.listen-address=127.0.0.1:" + std::to_string(port)},
-        dir.path() + "/detector.log");
-    if (!WaitFor([&] { return HttpGet(port, "/-/ready") == "Ready\n"; }, milliseconds(30000))) {
-      throw std::runtime_error("detector not ready:\n" + detector->Log());
-    }
+    detector =
+        sbd::testing::StartReadyDetector(SBD_BINARY, config, port, dir.path() + "/detector.log");
   }
 
-  json Cluster() const {
-    const std::string body = HttpGet(port, "/status");
-    if (body.empty()) return json();
-    const json status = json::parse(body);
-    for (const auto& c : status["clusters"]) {
-      if (c["name"] == "orders") return c;
-    }
-    return json();
-  }
+  json Cluster() const { return sbd::testing::ClusterStatus(port, "orders"); }
 
   // The member /status names as holding the lock, or "".
   std::string Holder() const {

@@ -82,25 +82,11 @@ struct LeaseSandbox {
             "      - name: a\n        metrics_url: " +
             a.metrics_url() + "/metrics\n      - name: b\n        metrics_url: " + b.metrics_url() +
             "/metrics\n");
-    detector = std::make_unique<DetectorProcess>(
-        SBD_BINARY,
-        std::vector<std::string>{"--config.file=" + config,
-                                 "--web.listen-address=127.0.0.1:" + std::to_string(port)},
-        dir.path() + "/detector.log");
-    if (!WaitFor([&] { return HttpGet(port, "/-/ready") == "Ready\n"; }, milliseconds(30000))) {
-      throw std::runtime_error("detector not ready:\n" + detector->Log());
-    }
+    detector =
+        sbd::testing::StartReadyDetector(SBD_BINARY, config, port, dir.path() + "/detector.log");
   }
 
-  json Cluster() const {
-    const std::string body = HttpGet(port, "/status");
-    if (body.empty()) return json();
-    const json status = json::parse(body);
-    for (const auto& c : status["clusters"]) {
-      if (c["name"] == "orders") return c;
-    }
-    return json();
-  }
+  json Cluster() const { return sbd::testing::ClusterStatus(port, "orders"); }
 
   // The member /status names as holding the lock, or "".
   static std::string Holder(const json& cluster) {

@@ -69,14 +69,7 @@ void Kazoo(const ZooKeeperServer& zk, const std::string& body) {
 }
 
 std::optional<json> Firing(const WebhookReceiver::Delivery& d, const std::string& name) {
-  if (!d.body.contains("alerts")) return std::nullopt;
-  for (const auto& a : d.body["alerts"]) {
-    if (a["labels"].value("alertname", "") == name &&
-        a["labels"].value("cluster", "") == "orders" && a.value("status", "") == "firing") {
-      return a;
-    }
-  }
-  return std::nullopt;
+  return sbd::testing::FiringAlert(d, name, "orders");
 }
 
 // ZooKeeper, two kazoo candidates, Alertmanager with its webhook, and the detector.
@@ -101,25 +94,11 @@ struct ZooKeeperSandbox {
             "\n      session_timeout: 4s\n      claim:\n        token_label: token\n"
             "    members:\n      - name: a\n        metrics_url: " +
             a.metrics_url() + "\n      - name: b\n        metrics_url: " + b.metrics_url() + "\n");
-    detector = std::make_unique<DetectorProcess>(
-        SBD_BINARY,
-        std::vector<std::string>{"--config.file=" + config,
-                                 "--web.listen-address=127.0.0.1:" + std::to_string(port)},
-        dir.path() + "/detector.log");
-    if (!WaitFor([&] { return HttpGet(port, "/-/ready") == "Ready\n"; }, milliseconds(30000))) {
-      throw std::runtime_error("detector not ready:\n" + detector->Log());
-    }
+    detector =
+        sbd::testing::StartReadyDetector(SBD_BINARY, config, port, dir.path() + "/detector.log");
   }
 
-  json Cluster() const {
-    const std::string body = HttpGet(port, "/status");
-    const json status = json::parse(body, nullptr, false);
-    if (!status.is_object()) return json();
-    for (const auto& c : status["clusters"]) {
-      if (c["name"] == "orders") return c;
-    }
-    return json();
-  }
+  json Cluster() const { return sbd::testing::ClusterStatus(port, "orders"); }
 
   // The healthy holder /status names, once the record's token is the claimer's; else "".
   std::string HealthyHolder() const {

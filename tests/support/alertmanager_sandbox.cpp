@@ -103,6 +103,21 @@ bool WebhookReceiver::WaitFor(std::function<bool(const Delivery&)> pred,
   });
 }
 
+std::optional<nlohmann::json> FiringAlert(const WebhookReceiver::Delivery& d,
+                                          const std::string& alertname,
+                                          const std::string& cluster) {
+  if (!d.body.is_object() || !d.body.contains("alerts") || !d.body["alerts"].is_array()) {
+    return std::nullopt;
+  }
+  for (const auto& a : d.body["alerts"]) {
+    if (a["labels"].value("alertname", "") == alertname &&
+        a["labels"].value("cluster", "") == cluster && a.value("status", "") == "firing") {
+      return a;
+    }
+  }
+  return std::nullopt;
+}
+
 std::pair<std::string, std::string> MakeLoopbackCertificate(const std::string& dir) {
   const std::string cert = dir + "/loopback.crt";
   const std::string key = dir + "/loopback.key";

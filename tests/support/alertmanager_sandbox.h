@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -69,6 +70,10 @@ class WebhookReceiver {
   mutable std::condition_variable cv_;
   std::vector<Delivery> deliveries_;
 };
+
+/// The firing alert `alertname` of cluster `cluster` in one notification, if it carries one.
+std::optional<nlohmann::json> FiringAlert(const WebhookReceiver::Delivery& d,
+                                          const std::string& alertname, const std::string& cluster);
 
 /// Writes a self-signed certificate for IP 127.0.0.1 (and its key) with the openssl CLI into
 /// `dir`: returns {cert_file, key_file}. Throws std::runtime_error on failure.

@@ -6,8 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
+#include <thread>
 
 namespace sbd::testing {
 
@@ -45,6 +48,33 @@ void DetectorProcess::Kill() {
 std::string DetectorProcess::Log() const {
   std::ifstream in(log_path_);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::unique_ptr<DetectorProcess> StartReadyDetector(const std::string& binary,
+                                                    const std::string& config, int port,
+                                                    const std::string& log_path) {
+  auto detector = std::make_unique<DetectorProcess>(
+      binary,
+      std::vector<std::string>{"--config.file=" + config,
+                               "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+      log_path);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (HttpGet(port, "/-/ready") != "Ready\n") {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw std::runtime_error("detector not ready:\n" + detector->Log());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return detector;
+}
+
+nlohmann::json ClusterStatus(int port, const std::string& name) {
+  const nlohmann::json status = nlohmann::json::parse(HttpGet(port, "/status"), nullptr, false);
+  if (!status.is_object() || !status.contains("clusters")) return nullptr;
+  for (const auto& c : status["clusters"]) {
+    if (c.is_object() && c.value("name", "") == name) return c;
+  }
+  return nullptr;
 }
 
 std::string HttpGet(int port, const std::string& path) {

@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,17 @@ class DetectorProcess {
   pid_t pid_ = -1;
   std::string log_path_;
 };
+
+/// Starts `binary --config.file=config --web.listen-address=127.0.0.1:port` (output appended to
+/// `log_path`) and waits up to 30 s for /-/ready; throws std::runtime_error with its log if
+/// it is not ready by then.
+std::unique_ptr<DetectorProcess> StartReadyDetector(const std::string& binary,
+                                                    const std::string& config, int port,
+                                                    const std::string& log_path);
+
+/// The entry of cluster `name` in the detector's /status, or null when /status cannot be read
+/// or parsed or has no such cluster.
+nlohmann::json ClusterStatus(int port, const std::string& name);
 
 /// GET http://127.0.0.1:port/path; the body on 200, "" otherwise.
 std::string HttpGet(int port, const std::string& path);
