@@ -387,7 +387,7 @@ namespace sbd {
 TEST_CASE(
     "http limits: under 100 wrong passwords a second and 50 slow clients, /-/healthy and an "
     "authenticated /metrics answer within 1 s",
-    "[exporter][limits][auth]") {
+    "[exporter][limits][auth][load]") {
   Exporter::Sources sources = Sources();
   sources.metrics = std::make_shared<LargeMetrics>();
   WebConfig web;
