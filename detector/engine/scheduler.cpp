@@ -968,6 +968,18 @@ bool Scheduler::LaunchMember(const std::shared_ptr<MemberSlot>& shared, const st
   return launched;
 }
 
+bool Scheduler::LaunchStoreRead(ClusterRuntime& cluster, SteadyClock::time_point deadline,
+                                std::function<void(DcsResult)> deliver) {
+  // A store that reads on the event loop holds no pool thread; the others read on the pool.
+  if (auto* async = dynamic_cast<AsyncLockStore*>(cluster.lock_store.get())) {
+    return LaunchStoreOnLoop(*async, cluster.dcs_busy, deadline, std::move(deliver));
+  }
+  return Launch<DcsResult>(
+      nullptr, cluster.dcs_busy, deadline,
+      [&cluster, deadline] { return cluster.lock_store->Read(deadline); },
+      [](ProbeFailure f) { return DcsResult(std::move(f)); }, std::move(deliver));
+}
+
 void Scheduler::ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& member_indexes,
                            bool confirmation, ReadingsDone then) {
   const ClusterSpec& spec = cluster.state.spec;
@@ -993,14 +1005,7 @@ void Scheduler::ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& m
       c->dcs = std::move(dcs);
       c->Answered();
     };
-    auto* async = dynamic_cast<AsyncLockStore*>(cluster.lock_store.get());
-    const bool launched =
-        async ? LaunchStoreOnLoop(*async, cluster.dcs_busy, deadline, std::move(deliver))
-              : Launch<DcsResult>(
-                    nullptr, cluster.dcs_busy, deadline,
-                    [&cluster, deadline] { return cluster.lock_store->Read(deadline); },
-                    [](ProbeFailure f) { return DcsResult(std::move(f)); }, std::move(deliver));
-    if (!launched) {
+    if (!LaunchStoreRead(cluster, deadline, std::move(deliver))) {
       --c->waiting;
       c->dcs_missing = kStillRunning;
     }

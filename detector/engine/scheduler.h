@@ -341,6 +341,10 @@ class Scheduler {
                     std::function<void(Observation)> deliver);
   /// Starts a lock store's read on its event loop unless its previous read still runs; the
   /// answer goes to `deliver` on the scheduler's loop. False when it could not start.
+  /// Starts the cluster's lock-store read: on the event loop for an AsyncLockStore, on the
+  /// pool otherwise. False when its previous read is still running.
+  bool LaunchStoreRead(ClusterRuntime& cluster, SteadyClock::time_point deadline,
+                       std::function<void(DcsResult)> deliver);
   bool LaunchStoreOnLoop(AsyncLockStore& store, std::atomic<bool>& busy,
                          SteadyClock::time_point deadline, std::function<void(DcsResult)> deliver);
   /// Starts one member's reading: on the event loop when its probe runs there (through
