@@ -405,9 +405,9 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "11:14: clusters[1].members: expected a sequence", "12:1: extra: unknown key"}},
       {"invalid-kind.yml",
        {"3:11: clusters[0].kind: expected postgres, patroni, redis, redis_lease, k8s_lease, "
-        "etcd_election or zookeeper_lock",
+        "etcd_election, zookeeper_lock, pg_auto_failover or repmgr",
         "8:11: clusters[1].kind: expected postgres, patroni, redis, redis_lease, k8s_lease, "
-        "etcd_election or zookeeper_lock"}},
+        "etcd_election, zookeeper_lock, pg_auto_failover or repmgr"}},
       {"invalid-etcd-election.yml",
        {"5:19: clusters[0].etcd_election.endpoints[0]: expected an http:// or https:// URL",
         "6:15: clusters[0].etcd_election.prefix: expected 1 to 1024 bytes",
@@ -468,7 +468,8 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "14:9: clusters[0].members[0].patroni_url: only valid for kind: patroni",
         "17:5: clusters[1].discover: only valid for kind: patroni"}},
       {"invalid-patroni-no-etcd.yml",
-       {"2:5: clusters[0].etcd: required", "9:5: clusters[1].etcd: expected a mapping",
+       {"2:5: clusters[0].etcd: required (or zookeeper)",
+        "9:5: clusters[1].etcd: expected a mapping",
         "14:18: clusters[2].etcd.endpoints: must list at least one endpoint"}},
       {"invalid-patroni-no-members.yml",
        {"2:5: clusters[0].members: must list at least one member or set discover: true",
@@ -758,7 +759,7 @@ TEST_CASE("config: a kind's block on another kind, and an unknown kind, are repo
             "kinds.yml:8:5: clusters[1].k8s_lease: only valid for kind: k8s_lease",
             "kinds.yml:9:5: clusters[1].scope: only valid for kind: patroni",
             "kinds.yml:12:11: clusters[2].kind: expected postgres, patroni, redis, redis_lease, "
-            "k8s_lease, etcd_election or zookeeper_lock",
+            "k8s_lease, etcd_election, zookeeper_lock, pg_auto_failover or repmgr",
             "kinds.yml:13:33: clusters[2].etcd_election.endpoints[0]: expected an http:// or "
             "https:// URL"});
 }

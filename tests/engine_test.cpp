@@ -615,6 +615,24 @@ size_t ThreadsOfThisProcess() {
   return count;
 }
 
+// Issue 25: a Patroni cluster's reads (its etcd scope, PostgreSQL, Patroni REST) all run on
+// the event loop, so the pool reserves no thread for them, whatever the number of members.
+TEST_CASE("engine: clusters whose reads are all on the event loop reserve no pool thread",
+          "[engine]") {
+  std::ostringstream yaml;
+  yaml << "clusters:\n";
+  for (int i = 0; i < 20; ++i) {
+    yaml << "  - name: c" << i << "\n    kind: patroni\n"
+         << "    etcd:\n      endpoints: [\"http://127.0.0.1:1\"]\n    members:\n";
+    for (const char* member : {"a", "b", "c"}) {
+      yaml << "      - name: " << member << "\n        dsn: \"host=127.0.0.1 port=1 user=x\"\n"
+           << "        patroni_url: http://127.0.0.1:1\n";
+    }
+  }
+  Scheduler scheduler(MustParse(yaml.str()), ProbeFactories{});
+  CHECK(scheduler.probe_threads() == 2);  // the floor; before, the cap (six calls a cluster)
+}
+
 // Rounds run on the event loop and blocking calls on a bounded pool: starting 200 clusters
 // adds no thread (a thread per cluster would add 200).
 TEST_CASE("engine: the threads stay the same whatever the number of clusters", "[engine]") {
@@ -722,6 +740,35 @@ TEST_CASE("engine: Wake runs a round at once and follows up until one holder rem
   CHECK(c.follow_up_rounds + 1 == c.rounds);
   CHECK(c.overruns == 0);
   CHECK(c.assessment.verdict == Verdict::kHealthy);
+}
+
+TEST_CASE("engine: a reload keeps the watch's counts beside the rounds' own",
+          "[engine][watch][reload]") {
+  // splitbrain_follow_up_rounds_total and the wakes are counters like the rounds: a reload
+  // (SIGHUP, a file_sd change) must not reset them while it keeps `rounds`.
+  FakeWorld world;
+  world.Member("a")->Script({Primary()});
+  world.Member("b")->Script({Replica()});
+  world.record()->Set(Record("a"));
+  Scheduler before(SlowPatroni(), world.Factories());
+  before.Start();
+  REQUIRE(sbd::testing::WaitFor([&] { return Only(before).rounds == 1; }, milliseconds(3000),
+                                milliseconds(10)));
+  before.Wake("orders", milliseconds(300));
+  REQUIRE(sbd::testing::WaitFor([&] { return Only(before).follow_up_rounds >= 1; },
+                                milliseconds(3000), milliseconds(10)));
+  before.Stop();
+  const ClusterSnapshot old = Only(before);
+  REQUIRE(old.wakes == 1);
+
+  Scheduler after(SlowPatroni(), world.Factories());
+  after.Inherit(before.Snapshot());
+  const ClusterSnapshot c = Only(after);
+  CHECK(c.rounds == old.rounds);
+  CHECK(c.wakes == old.wakes);
+  CHECK(c.follow_up_rounds == old.follow_up_rounds);
+  CHECK(c.counters.at("a").probes == old.counters.at("a").probes);
+  CHECK(c.assessment.verdict == old.assessment.verdict);
 }
 
 TEST_CASE("engine: the kinds the config parses are exactly the kinds with registered probes",

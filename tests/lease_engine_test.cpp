@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "detector/engine/scheduler.h"
+#include "detector/output/alerts.h"
 #include "detector/output/metrics.h"
 #include "probes/lease_adapters.h"
 
@@ -110,6 +111,8 @@ TEST_CASE("engine: one lease claimer, the key's, is healthy and holds the lock",
   CHECK(c.assessment.lock_holder == "b");
   CHECK(c.assessment.zombies.empty());
   CHECK(c.confirmations_accepted == 0);
+  // A lease's candidates claim it; they are not "writable".
+  CHECK(c.assessment.summary == "b is the only member claiming the lease");
 }
 
 TEST_CASE("engine: two lease claimers re-probed at once are a split brain naming the zombie",
@@ -126,6 +129,20 @@ TEST_CASE("engine: two lease claimers re-probed at once are a split brain naming
   REQUIRE(c.last_good_dcs.has_value());
   CHECK(c.last_good_dcs->holder == "b");
   CHECK(c.last_good_dcs->holder_token == "token-b");
+  // The summary and the page word the claim as a lease's: who claims it, not who is writable.
+  CHECK(c.assessment.summary.find("2 members claiming the lease at once in lineage orders: a, b") ==
+        0);
+  const std::vector<Alert> alerts = AlertsFor(c, AlertingSpec{}, AlertLinks{"", ""});
+  REQUIRE_FALSE(alerts.empty());
+  CHECK(alerts.front().annotations.at("summary").find(
+            "Split brain in orders: a, b claiming the lease at once; zombie a, lock holder b") ==
+        0);
+  CHECK(alerts.front().annotations.at("summary").find("writable") == std::string::npos);
+  const std::string description = alerts.front().annotations.at("description");
+  INFO(description);
+  CHECK(description.find("ZOMBIE (claims the lease while the store names another holder)") !=
+        std::string::npos);
+  CHECK(description.find(", claiming the lease since ") != std::string::npos);
 }
 
 TEST_CASE("engine: the dashboard's lease series count claims, lease left and dissent", "[lease]") {

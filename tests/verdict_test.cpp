@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <set>
 
+#include "detector/config/claim_words.h"
+
 namespace sbd {
 namespace {
 
@@ -359,6 +361,45 @@ TEST_CASE("verdict: exit codes are distinct and healthy is zero", "[verdict]") {
   CHECK(codes.size() == AllVerdicts().size());
   CHECK(VerdictExitCode(Verdict::kHealthy) == 0);
   CHECK(VerdictExitCode(Verdict::kSplitBrain) == 7);
+}
+
+}  // namespace sbd
+
+namespace sbd {
+
+TEST_CASE("verdict: each kind words its claim: writable, claiming the lease, claiming the lock",
+          "[verdict]") {
+  struct Row {
+    const char* kind;
+    const char* only;
+    const char* none;
+  };
+  const std::vector<Row> rows = {
+      {"postgres", "a is the only writable member", "every member read, none writable"},
+      {"patroni", "a is the only writable member", "every member read, none writable"},
+      {"redis", "a is the only writable member", "every member read, none writable"},
+      {"redis_lease", "a is the only member claiming the lease",
+       "every member read, none claiming the lease"},
+      {"k8s_lease", "a is the only member claiming the lease",
+       "every member read, none claiming the lease"},
+      {"etcd_election", "a is the only member claiming the lock",
+       "every member read, none claiming the lock"},
+      {"zookeeper_lock", "a is the only member claiming the lock",
+       "every member read, none claiming the lock"},
+  };
+  for (const Row& row : rows) {
+    INFO(row.kind);
+    ClusterSpec spec = Cluster({"a", "b"});
+    spec.kind = row.kind;
+    CHECK(AssessRounds(spec, {{Read("a", true), Read("b", false)}}, false).summary == row.only);
+    CHECK(AssessRounds(spec, {{Read("a", false), Read("b", false)}}, false).summary == row.none);
+    const Assessment two = AssessRounds(spec, {{Read("a", true), Read("b", true)}}, true);
+    CHECK(two.verdict == Verdict::kSplitBrain);
+    CHECK(two.summary.find(std::string("2 members ") + ClaimWordsOf(row.kind).many +
+                           " at once in lineage") == 0);
+  }
+  // A kind that names no words of its own (or an unknown one) is worded as a database.
+  CHECK(&ClaimWordsOf("no-such-kind") == &kWritableWords);
 }
 
 }  // namespace sbd

@@ -152,6 +152,17 @@ struct ZooKeeperLockSpec {
   std::string token_label;
 };
 
+/// A PostgreSQL formation run by pg_auto_failover 2.0 (the cluster's `pg_auto_failover:`
+/// block): the monitor keeps each node's goal state in `pgautofailover.node`; members are the
+/// nodes' PostgreSQL servers (`dsn:`, as for kind postgres), matched to the monitor's nodes by
+/// name (`nodename`) or by address (`nodehost:nodeport`).
+struct PgAutoFailoverSpec {
+  /// The monitor's database, as a member is reached (dsn and password source); named "monitor".
+  MemberSpec monitor;
+  std::string formation = "default";
+  int group = 0;
+};
+
 /// How to reach members found in the DCS: their conn_url gives host and port, this gives the
 /// rest of the libpq settings and the credentials.
 struct DiscoverySpec {
@@ -207,6 +218,11 @@ struct ClusterSpec {
   std::string dcs_namespace = "/service";
   /// Patroni: etcd v3 JSON gateway endpoints ("http://127.0.0.1:2379"), tried in turn.
   std::vector<std::string> etcd_endpoints;
+  /// Patroni on ZooKeeper (`zookeeper:`, instead of `etcd:`): the ensemble, the detector's own
+  /// session timeout, the caps (max_children: members; max_data_bytes: each znode) and the
+  /// digest login; `path` and the claim fields are unused (the scope's path is
+  /// <namespace>/<scope>).
+  std::optional<ZooKeeperLockSpec> patroni_zookeeper;
   /// Patroni: true when ttl was not given, so the DCS config's ttl should be used.
   bool ttl_from_dcs = false;
   /// Patroni: members found in the DCS members keys are probed too.
@@ -223,6 +239,10 @@ struct ClusterSpec {
   EtcdElectionSpec etcd_election;
   /// ZooKeeper lock and election recipes: the ensemble, the lock path and the claim query.
   ZooKeeperLockSpec zookeeper_lock;
+  /// pg_auto_failover: the monitor, the formation and the group.
+  PgAutoFailoverSpec pg_auto_failover;
+  /// repmgr: the metadata database every member's copy of repmgr.nodes is read from.
+  std::string repmgr_database = "repmgr";
 };
 
 /// Where alerts go: every Alertmanager gets every alert (POST /api/v2/alerts).

@@ -8,20 +8,11 @@
 #include "detector/common/internal_errors.h"
 #include "detector/common/logfmt.h"
 #include "detector/common/network_text.h"
+#include "detector/engine/fold.h"
 #include "detector/verdicts/fencing.h"
 #include "detector/verdicts/lease_claims.h"
 #include "probes/async_probe.h"
-#include "probes/etcd.h"
-#include "probes/etcd_election.h"
 #include "probes/http_json.h"
-#include "probes/k8s_lease.h"
-#include "probes/lease_adapters.h"
-#include "probes/patroni.h"
-#include "probes/postgres.h"
-#include "probes/postgres_async.h"
-#include "probes/redis.h"
-#include "probes/sentinel.h"
-#include "probes/zookeeper_lock.h"
 #include "suppressors/transition.h"
 
 namespace sbd {
@@ -40,18 +31,6 @@ Observation TimedOut(const std::string& member, const ReadingWindow& window,
   obs.result = ProbeFailure{ProbeFailureReason::kTimeout, why};
   return obs;
 }
-
-// Patroni's REST API as a member's manager.
-class PatroniManager : public ManagerProbe {
- public:
-  explicit PatroniManager(std::string base_url) : rest_(std::move(base_url)) {}
-  std::variant<PatroniReading, ProbeFailure> Read(SteadyClock::time_point deadline) override {
-    return rest_.Read(deadline);
-  }
-
- private:
-  PatroniRestProbe rest_;
-};
 
 size_t DiscoveredCount(const ClusterSpec& spec) {
   return static_cast<size_t>(std::count_if(spec.members.begin(), spec.members.end(),
@@ -74,328 +53,7 @@ std::vector<size_t> Candidates(const ClusterSpec& spec, const std::vector<Observ
   return out;
 }
 
-// The holder the lock store named this round; empty when unknown.
-std::string HolderOf(const DcsResult* dcs) {
-  if (dcs == nullptr) return "";
-  const DcsView* view = std::get_if<DcsView>(dcs);
-  return view != nullptr ? view->holder : "";
-}
-
-// Folds the round into the member histories and counters.
-void RecordObservations(ClusterSnapshot& state, const std::vector<Observation>& round,
-                        WallClock::time_point at, const std::string& holder) {
-  for (const auto& obs : round) {
-    RecordObservation(state.history.members[obs.member], obs, at, holder);
-    MemberCounters& counters = state.counters[obs.member];
-    ++counters.probes;
-    counters.last_duration_seconds = obs.window.Seconds();
-    if (const ProbeFailure* failure = obs.failure()) {
-      ++counters.failures_by_reason[ReasonName(failure->reason)];
-    }
-    if (obs.patroni) {
-      if (const auto* failure = std::get_if<ProbeFailure>(&*obs.patroni)) {
-        ++counters.rest_failures_by_reason[ReasonName(failure->reason)];
-      }
-    }
-  }
-}
-
-void RecordTransition(ClusterSnapshot& state, const TransitionEvidence& transition,
-                      WallClock::time_point at) {
-  ++state.transitions;
-  state.last_transition = transition;
-  state.last_transition_at = at;
-  spdlog::info("cluster={} msg=\"transition, not a split brain\" evidence=\"{}\"", state.spec.name,
-               LogfmtEscape(transition.summary));
-}
-
-// Logs a provisioning suppression the first round it appears (the others are routine).
-void LogNewSuppressions(const ClusterSpec& spec, const Assessment& previous,
-                        const Assessment& assessment) {
-  for (const auto& s : assessment.suppressions) {
-    const bool changed = s.suppressor == "provisioning";
-    const bool was = std::any_of(
-        previous.suppressions.begin(), previous.suppressions.end(), [&](const Suppression& old) {
-          return old.suppressor == s.suppressor && old.declaration_id == s.declaration_id &&
-                 old.hidden == s.hidden;
-        });
-    if (changed && !was) {
-      spdlog::warn(
-          "cluster={} msg=\"finding suppressed\" hidden={} suppressor={} kind={} "
-          "declaration={} reason=\"{}\" expires={}",
-          spec.name, s.hidden, s.suppressor, s.kind, s.declaration_id, LogfmtEscape(s.reason),
-          FormatRfc3339(s.expires));
-    }
-  }
-}
-
-// Keeps the round's verdict: how long it has held, and the split-brain incident, opened by a
-// confirmed split brain and closed only by a round that read every member and found at most
-// one writable.
-void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::time_point at) {
-  if (!state.has_round || assessment.verdict != state.assessment.verdict) {
-    state.verdict_since = at;
-    state.verdict_rounds = 0;
-    spdlog::log(assessment.verdict == Verdict::kHealthy ? spdlog::level::info : spdlog::level::warn,
-                "cluster={} verdict={} lineage=\"{}\" summary=\"{}\"", state.spec.name,
-                VerdictName(assessment.verdict), LogfmtEscape(assessment.lineage),
-                LogfmtEscape(assessment.summary));
-  }
-  ++state.verdict_rounds;
-  // A split brain the resource fences (every zombie's token refused) warns: no incident.
-  if (assessment.verdict == Verdict::kSplitBrain && !assessment.split_brain_fenced) {
-    if (!state.split_brain_open) state.split_brain_opened_at = at;
-    state.split_brain_open = true;
-  } else if (assessment.unreadable.empty() && assessment.writable.size() <= 1) {
-    state.split_brain_open = false;
-  }
-  state.assessment = std::move(assessment);
-}
-
-// What a reload keeps of a cluster (see Scheduler::Inherit). `now` has the new spec, whose
-// members were already chosen; histories and counters follow those members.
-void InheritState(const ClusterSnapshot& old, ClusterSnapshot& now) {
-  for (const auto& member : now.spec.members) {
-    if (auto it = old.history.members.find(member.name); it != old.history.members.end()) {
-      now.history.members[member.name] = it->second;
-    }
-    if (auto it = old.counters.find(member.name); it != old.counters.end()) {
-      now.counters[member.name] = it->second;
-    }
-  }
-  now.history.lineage = old.history.lineage;
-  now.history.fencing = old.history.fencing;
-  now.has_round = old.has_round;
-  now.assessment = old.assessment;
-  now.rounds = old.rounds;
-  now.confirmations_accepted = old.confirmations_accepted;
-  now.confirmations_rejected = old.confirmations_rejected;
-  now.overruns = old.overruns;
-  now.last_round_start = old.last_round_start;
-  now.last_round_end = old.last_round_end;
-  now.last_round_seconds = old.last_round_seconds;
-  now.verdict_since = old.verdict_since;
-  now.verdict_rounds = old.verdict_rounds;
-  now.split_brain_open = old.split_brain_open;
-  now.split_brain_opened_at = old.split_brain_opened_at;
-  now.last_good_dcs = old.last_good_dcs;
-  now.last_dcs_success = old.last_dcs_success;
-  now.dcs_failures = old.dcs_failures;
-  now.dcs_consecutive_failures = old.dcs_consecutive_failures;
-  now.transitions = old.transitions;
-  now.last_transition = old.last_transition;
-  now.last_transition_at = old.last_transition_at;
-  now.last_primary = old.last_primary;
-  now.last_primary_timeline = old.last_primary_timeline;
-  now.forks = old.forks;
-  now.fork_rounds = old.fork_rounds;
-  now.discovered_expired = old.discovered_expired;
-  for (const auto& obs : old.last_round) {
-    const bool kept = std::any_of(now.spec.members.begin(), now.spec.members.end(),
-                                  [&](const MemberSpec& m) { return m.name == obs.member; });
-    if (kept) now.last_round.push_back(obs);
-  }
-}
-
-std::unique_ptr<LockStore> PatroniEtcdStore(const ClusterSpec& spec) {
-  return std::make_unique<EtcdScopeProbe>(spec.etcd_endpoints, spec.dcs_namespace, spec.scope);
-}
-
-std::string PatroniLeaderKey(const ClusterSpec& spec) {
-  return spec.dcs_namespace + "/" + spec.scope + "/leader";
-}
-
-std::unique_ptr<MemberProbe> PostgresMember(const ClusterSpec& spec, const MemberSpec& member) {
-  return std::make_unique<PostgresAsyncProbe>(member, spec.probe_timeout);
-}
-
-std::unique_ptr<MemberProbe> RedisMember(const ClusterSpec& spec, const MemberSpec& member) {
-  return std::make_unique<RedisProbe>(member, spec.redis.username, spec.redis.tls);
-}
-
-std::unique_ptr<LockStore> RedisSentinelStore(const ClusterSpec& spec) {
-  return std::make_unique<SentinelStore>(
-      spec.redis.sentinels, spec.redis.master_name, spec.members,
-      SentinelAuth{spec.redis.sentinel_username, spec.redis.sentinel_password_file,
-                   spec.redis.sentinel_password_env, spec.redis.tls});
-}
-
-std::string RedisSentinelRecord(const ClusterSpec& spec) {
-  return "Sentinel's master " + spec.redis.master_name;
-}
-
-std::unique_ptr<MemberProbe> LeaseClaimMember(const ClusterSpec& spec, const MemberSpec& member) {
-  return std::make_unique<LeaseClaimProbe>(spec, member);
-}
-
-std::unique_ptr<LockStore> RedisLeaseKeyStore(const ClusterSpec& spec) {
-  return std::make_unique<RedisLeaseStore>(spec);
-}
-
-std::string RedisLeaseRecord(const ClusterSpec& spec) {
-  const RedisLeaseSpec& lease = spec.redis_lease;
-  return "Redis " + lease.address + " " +
-         (lease.pattern.empty() ? "key " + LogfmtEscape(lease.key)
-                                : "keys matching " + LogfmtEscape(lease.pattern));
-}
-
-std::unique_ptr<MemberProbe> K8sLeaseClaimMember(const ClusterSpec& spec,
-                                                 const MemberSpec& member) {
-  return std::make_unique<LeaseClaimProbe>(member, ClaimQueryOf(spec.k8s_lease));
-}
-
-std::unique_ptr<LockStore> K8sLeaseObjectStore(const ClusterSpec& spec) {
-  return std::make_unique<K8sLeaseStore>(spec);
-}
-
-std::string K8sLeaseObjectRecord(const ClusterSpec& spec) { return K8sLeaseRecord(spec.k8s_lease); }
-std::unique_ptr<MemberProbe> ElectionClaimMember(const ClusterSpec& spec,
-                                                 const MemberSpec& member) {
-  return std::make_unique<LeaseClaimProbe>(member, ClaimQueryOf(spec.etcd_election));
-}
-
-std::unique_ptr<LockStore> EtcdElectionKeyStore(const ClusterSpec& spec) {
-  return std::make_unique<EtcdElectionStore>(spec);
-}
-
-std::string EtcdElectionRecord(const ClusterSpec& spec) {
-  return "etcd keys under " + LogfmtEscape(ElectionKeyPrefix(spec.etcd_election.prefix)) +
-         ", lowest create revision";
-}
-
-std::unique_ptr<MemberProbe> ZooKeeperClaimMember(const ClusterSpec& spec,
-                                                  const MemberSpec& member) {
-  return std::make_unique<LeaseClaimProbe>(member, ClaimQueryOf(spec.zookeeper_lock));
-}
-
-std::unique_ptr<LockStore> ZooKeeperChildrenStore(const ClusterSpec& spec) {
-  return std::make_unique<ZooKeeperLockStore>(spec);
-}
-
-std::string ZooKeeperChildrenRecord(const ClusterSpec& spec) {
-  return ZooKeeperLockRecord(spec.zookeeper_lock);
-}
-
-// A built-in kind: the name the config spells, the probe of its members, the lock store that
-// keeps its record (none when the members' claims are all there is) and where that store
-// keeps it.
-struct BuiltInKind {
-  const char* name;
-  std::unique_ptr<MemberProbe> (*member)(const ClusterSpec&, const MemberSpec&);
-  std::unique_ptr<LockStore> (*store)(const ClusterSpec&);
-  std::string (*record)(const ClusterSpec&);
-};
-
-// The registry of built-in kinds, one line each, keyed by the name `kind:` spells (the config's
-// table, detector/config/kinds/kinds.cpp): the only place below the config that tells kinds
-// apart. Everything else sees what a cluster has (a store, a scope, managers).
-constexpr BuiltInKind kBuiltInKinds[] = {
-    {"postgres", PostgresMember, nullptr, nullptr},
-    {"patroni", PostgresMember, PatroniEtcdStore, PatroniLeaderKey},
-    {"redis", RedisMember, RedisSentinelStore, RedisSentinelRecord},
-    {"redis_lease", LeaseClaimMember, RedisLeaseKeyStore, RedisLeaseRecord},
-    {"k8s_lease", K8sLeaseClaimMember, K8sLeaseObjectStore, K8sLeaseObjectRecord},
-    {"etcd_election", ElectionClaimMember, EtcdElectionKeyStore, EtcdElectionRecord},
-    {"zookeeper_lock", ZooKeeperClaimMember, ZooKeeperChildrenStore, ZooKeeperChildrenRecord},
-};
-
-const BuiltInKind& BuiltInKindOf(const ClusterSpec& spec) {
-  for (const BuiltInKind& kind : kBuiltInKinds) {
-    if (spec.kind == kind.name) return kind;
-  }
-  // A kind the config parses but nobody registered: it keeps no record, and its name says so.
-  static constexpr BuiltInKind kUnregistered{"unregistered", PostgresMember, nullptr, nullptr};
-  return kUnregistered;
-}
-
 }  // namespace
-
-std::vector<std::string> BuiltInKindNames() {
-  std::vector<std::string> names;
-  for (const BuiltInKind& kind : kBuiltInKinds) names.emplace_back(kind.name);
-  return names;
-}
-
-ProbeFactory BuiltInMemberProbeFactory() {
-  return [](const ClusterSpec& cluster, const MemberSpec& member) {
-    return BuiltInKindOf(cluster).member(cluster, member);
-  };
-}
-
-ProbeFactory PostgresProbeFactory() {
-  return [](const ClusterSpec& cluster, const MemberSpec& member) {
-    return std::make_unique<PostgresAsyncProbe>(member, cluster.probe_timeout);
-  };
-}
-
-LockStoreFactory BuiltInLockStoreFactory() {
-  return [](const ClusterSpec& spec) -> std::unique_ptr<LockStore> {
-    const BuiltInKind& kind = BuiltInKindOf(spec);
-    return kind.store != nullptr ? kind.store(spec) : nullptr;
-  };
-}
-
-LockDescription DescribeLock(const ClusterSpec& spec, bool has_store) {
-  const BuiltInKind& kind = BuiltInKindOf(spec);
-  LockDescription lock;
-  lock.kind = kind.name;
-  lock.has_store = has_store;
-  if (has_store && kind.record != nullptr) lock.record = kind.record(spec);
-  return lock;
-}
-
-ManagerProbeFactory PatroniManagerProbeFactory() {
-  return [](const ClusterSpec&, const MemberSpec& member) -> std::unique_ptr<ManagerProbe> {
-    if (member.patroni_url.empty()) return nullptr;
-    return std::make_unique<PatroniManager>(member.patroni_url);
-  };
-}
-
-ProbeExecutor::ProbeExecutor(size_t threads) { EnsureThreads(threads); }
-
-ProbeExecutor::~ProbeExecutor() {
-  std::vector<std::thread> threads;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    threads.swap(threads_);
-  }
-  cv_.notify_all();
-  for (auto& t : threads) t.join();
-}
-
-void ProbeExecutor::Submit(std::function<void()> task) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(task));
-  }
-  cv_.notify_one();
-}
-
-void ProbeExecutor::EnsureThreads(size_t threads) {
-  threads = std::min(threads, kMaxProbeThreads);
-  std::lock_guard<std::mutex> lock(mu_);
-  while (!stop_ && threads_.size() < threads) threads_.emplace_back([this] { Work(); });
-}
-
-size_t ProbeExecutor::threads() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return threads_.size();
-}
-
-void ProbeExecutor::Work() {
-  for (;;) {
-    std::function<void()> task;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left to run
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    Guarded("probe executor", task);
-  }
-}
 
 /// One member's probes and whether a call of each is still running.
 struct Scheduler::MemberSlot {
@@ -473,9 +131,22 @@ void Scheduler::SizeExecutor() {
   // clusters: past it, calls wait in the executor's queue, and one that is still waiting at
   // its deadline answers a timeout ("not started before the deadline") without running, so a
   // saturated pool makes readings fail (unreadable, never healthy) and never stalls a round.
+  // A cluster whose every read is on the event loop (its lock store, each member probe and
+  // each manager) reserves no thread at all: its discoveries will read there too, and one
+  // that brings a blocking probe sizes the pool again (AdoptDcsMembers).
+  const auto all_on_loop = [](const ClusterRuntime& cluster) {
+    const bool store_on_loop =
+        !cluster.lock_store || dynamic_cast<AsyncLockStore*>(cluster.lock_store.get()) != nullptr;
+    return store_on_loop &&
+           std::all_of(cluster.members.begin(), cluster.members.end(), [](const auto& member) {
+             return member->async != nullptr &&
+                    (!member->rest || dynamic_cast<AsyncManagerProbe*>(member->rest.get()));
+           });
+  };
   size_t calls = 0;
   std::unique_lock<std::mutex> lock(mu_);
   for (const auto& cluster : clusters_) {
+    if (all_on_loop(*cluster)) continue;
     const bool on_loop = !cluster->members.empty() && cluster->members.front()->async;
     if (cluster->lock_store) {
       calls += 1 + (on_loop ? 1 : 2) * std::max<size_t>(cluster->members.size(), 5);
@@ -915,30 +586,56 @@ bool Scheduler::LaunchOnLoop(std::shared_ptr<MemberSlot> slot, const std::string
   return true;
 }
 
-bool Scheduler::LaunchStoreOnLoop(AsyncLockStore& store, std::atomic<bool>& busy,
-                                  SteadyClock::time_point deadline,
-                                  std::function<void(DcsResult)> deliver) {
+template <typename T>
+bool Scheduler::StartOnLoop(EventLoop& on, std::shared_ptr<MemberSlot> keep,
+                            std::atomic<bool>& busy, const char* what,
+                            std::function<void(std::function<void(T)>)> start,
+                            std::function<void(T)> deliver) {
   if (busy.exchange(true)) return false;
   EventLoop* loop = &loop_;
-  // The store and its busy flag live as long as the cluster, as with Launch<DcsResult>.
-  store.loop().Post([&store, &busy, deadline, loop, deliver = std::move(deliver)]() mutable {
-    auto answer = [&busy, loop, deliver](DcsResult read) {
+  // `keep` rides in the callback, so that a member dropped by discovery outlives its call; a
+  // store and its busy flag live as long as the cluster, as with Launch<T>.
+  on.Post([keep, &busy, what, loop, start = std::move(start), deliver = std::move(deliver)] {
+    auto answered = std::make_shared<bool>(false);
+    auto answer = [keep, &busy, loop, deliver, answered](T read) {
+      *answered = true;
       busy.store(false);
       loop->Post([deliver, read = std::move(read)]() mutable { deliver(std::move(read)); });
     };
-    auto answered = std::make_shared<bool>(false);
-    const bool started = Guarded("lock store", [&] {
-      store.Start(deadline, [answer, answered](DcsResult read) {
-        *answered = true;
-        answer(std::move(read));
-      });
-    });
+    const bool started = Guarded(what, [&] { start(answer); });
     if (!started && !*answered) {
-      answer(ProbeFailure{ProbeFailureReason::kInternal,
-                          "the lock store failed unexpectedly (internal error)"});
+      answer(T(ProbeFailure{ProbeFailureReason::kInternal,
+                            std::string("the ") + what + " failed unexpectedly (internal error)"}));
     }
   });
   return true;
+}
+
+bool Scheduler::LaunchStoreOnLoop(AsyncLockStore& store, std::atomic<bool>& busy,
+                                  SteadyClock::time_point deadline,
+                                  std::function<void(DcsResult)> deliver) {
+  return StartOnLoop<DcsResult>(
+      store.loop(), nullptr, busy, "lock store",
+      [&store, deadline](std::function<void(DcsResult)> done) { store.Start(deadline, done); },
+      std::move(deliver));
+}
+
+bool Scheduler::LaunchManager(const std::shared_ptr<MemberSlot>& shared,
+                              SteadyClock::time_point deadline,
+                              std::function<void(PatroniResult)> deliver) {
+  MemberSlot& slot = *shared;
+  // A manager that reads on the event loop holds no pool thread; the others read on the pool.
+  if (auto* async = dynamic_cast<AsyncManagerProbe*>(slot.rest.get())) {
+    return StartOnLoop<PatroniResult>(
+        async->loop(), shared, slot.rest_busy, "manager probe",
+        [async, deadline](std::function<void(PatroniResult)> done) {
+          async->Start(deadline, done);
+        },
+        std::move(deliver));
+  }
+  return Launch<PatroniResult>(
+      shared, slot.rest_busy, deadline, [&slot, deadline] { return slot.rest->Read(deadline); },
+      [](ProbeFailure f) { return PatroniResult(std::move(f)); }, std::move(deliver));
 }
 
 bool Scheduler::LaunchMember(const std::shared_ptr<MemberSlot>& shared, const std::string& name,
@@ -1037,10 +734,8 @@ void Scheduler::ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& m
     c->want_claims[i] = true;
     const bool hold = !slot.rest_timed_out;
     if (hold) ++c->waiting;
-    const bool launched = Launch<PatroniResult>(
-        shared, slot.rest_busy, deadline, [&slot, deadline] { return slot.rest->Read(deadline); },
-        [](ProbeFailure f) { return PatroniResult(std::move(f)); },
-        [c, i, hold, member = shared](PatroniResult claim) {
+    const bool launched =
+        LaunchManager(shared, deadline, [c, i, hold, member = shared](PatroniResult claim) {
           const auto* failure = std::get_if<ProbeFailure>(&claim);
           member->rest_timed_out = failure && failure->reason == ProbeFailureReason::kTimeout;
           c->claims[i] = std::move(claim);
@@ -1324,6 +1019,7 @@ void Scheduler::AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view) {
         std::lock_guard<std::mutex> lock(mu_);
         known->patroni_url = UrlBase(registered.api_url);
         slot.rest = factories_.managers(spec, *known);
+        added = true;  // a manager that reads on the pool needs its thread
       }
       continue;
     }

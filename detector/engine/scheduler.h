@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "detector/config/config.h"
+#include "detector/engine/cluster_state.h"
+#include "detector/engine/kind_registry.h"
+#include "detector/engine/probe_executor.h"
 #include "detector/engine/write_window.h"
 #include "detector/verdicts/lineage.h"
 #include "detector/verdicts/verdict.h"
@@ -26,135 +29,6 @@ class AsyncLockStore;
 class LoopGate;   // probes/async_probe.h
 class EventLoop;  // probes/event_loop.h
 
-/// Builds the probe for one member of a cluster; the scheduler owns what it returns.
-using ProbeFactory =
-    std::function<std::unique_ptr<MemberProbe>(const ClusterSpec&, const MemberSpec&)>;
-
-/// A PostgresProbe with the cluster's probe timeout, whatever the cluster's kind.
-ProbeFactory PostgresProbeFactory();
-
-/// The default factory: the member probe of the cluster's kind, from the registry of built-in
-/// kinds (a PostgresProbe for postgres and patroni, a RedisProbe for redis).
-ProbeFactory BuiltInMemberProbeFactory();
-
-/// The kinds the engine has probes for, in registry order: each must be a kind the config's
-/// table (detector/config/kinds/kinds.cpp) parses, and the other way round (a unit test pins it).
-std::vector<std::string> BuiltInKindNames();
-
-/// Builds the lock store of a cluster, or nullptr when its kind keeps no lock record (plain
-/// PostgreSQL); the scheduler owns what it returns.
-using LockStoreFactory = std::function<std::unique_ptr<LockStore>(const ClusterSpec&)>;
-
-/// The default factory: the lock store the cluster's built-in kind registers (etcd's
-/// EtcdScopeProbe for Patroni), none for a kind that keeps no record.
-LockStoreFactory BuiltInLockStoreFactory();
-
-/// Builds the manager probe of one member, or nullptr when it has none (no REST URL known);
-/// called again when discovery learns a configured member's URL. The scheduler owns it.
-using ManagerProbeFactory =
-    std::function<std::unique_ptr<ManagerProbe>(const ClusterSpec&, const MemberSpec&)>;
-
-/// The default factory: Patroni's REST API at the member's patroni_url, when it has one.
-ManagerProbeFactory PatroniManagerProbeFactory();
-
-/// How the scheduler builds every reading of a cluster: the built-in kinds by default, fakes
-/// in tests. Plain value type.
-struct ProbeFactories {
-  ProbeFactory members = BuiltInMemberProbeFactory();
-  LockStoreFactory lock_stores = BuiltInLockStoreFactory();
-  ManagerProbeFactory managers = PatroniManagerProbeFactory();
-};
-
-/// What a cluster's lock is made of, as the scheduler built it. Metrics, status and alerts
-/// decide from this which series, fields and alerts a cluster has, never from its kind.
-/// Plain value type.
-struct LockDescription {
-  /// The kind's name as the config spells it ("postgres", "patroni"): shown, never compared.
-  std::string kind;
-  /// True when a lock store keeps the record: its answers are in the snapshot's `last_dcs`,
-  /// and each member holds the lock or not. False when the members' claims are all there is.
-  bool has_store = false;
-  /// Where the store keeps the record, for people ("/service/orders/leader"); empty without
-  /// a store.
-  std::string record;
-};
-
-/// The lock of a cluster built with `has_store` (what its lock store factory returned): the
-/// kind's name and where its store keeps the record, from the built-in kinds' registry.
-LockDescription DescribeLock(const ClusterSpec& spec, bool has_store);
-
-/// Counters kept per member; monotonic for the life of the scheduler.
-struct MemberCounters {
-  std::uint64_t probes = 0;
-  std::map<std::string, std::uint64_t> failures_by_reason;
-  std::map<std::string, std::uint64_t> rest_failures_by_reason;  ///< Patroni REST API
-  double last_duration_seconds = 0;
-};
-
-/// A consistent copy of one cluster's state, taken under the scheduler's lock.
-struct ClusterSnapshot {
-  ClusterSpec spec;
-  bool has_round = false;
-  Assessment assessment;
-  ClusterHistory history;
-  std::vector<Observation> last_round;  ///< after confirmation, in member order
-  std::map<std::string, MemberCounters> counters;
-  std::uint64_t rounds = 0;
-  std::uint64_t confirmations_accepted = 0;
-  std::uint64_t confirmations_rejected = 0;
-  std::uint64_t overruns = 0;  ///< rounds that started late because the previous one ran long
-  WallClock::time_point last_round_start{};
-  WallClock::time_point last_round_end{};
-  double last_round_seconds = 0;
-  /// When the current verdict started (wall clock of the round that first gave it).
-  WallClock::time_point verdict_since{};
-  /// Rounds in a row that gave the current verdict (1 on the round that changed it).
-  std::uint64_t verdict_rounds = 0;
-  /// A split-brain incident: opened by a confirmed split brain, closed only by a round that
-  /// read every member and found at most one writable. A member that turns unreadable
-  /// mid-incident therefore never resolves the page (it was not seen to be over).
-  bool split_brain_open = false;
-  WallClock::time_point split_brain_opened_at{};
-  /// During an incident (split brain open, or two writable in the lineage): the fork point,
-  /// what each writable member wrote since it, and the double-write window; nullopt outside.
-  std::optional<WriteWindow> write_window;
-
-  /// The lock: whether a store keeps its record, and where.
-  LockDescription lock;
-  // Clusters with a lock store: its answers.
-  std::optional<DcsResult> last_dcs;     ///< this round's answer
-  std::optional<DcsView> last_good_dcs;  ///< the latest successful one
-  WallClock::time_point last_dcs_success{};
-  std::uint64_t dcs_failures = 0;
-  std::uint64_t dcs_consecutive_failures = 0;
-
-  // Suppressors.
-  /// Candidates that failed confirmation because a switchover or failover was under way.
-  std::uint64_t transitions = 0;
-  std::optional<TransitionEvidence> last_transition;
-  WallClock::time_point last_transition_at{};
-  /// The last member seen as the only writable one, and its timeline then.
-  std::string last_primary;
-  std::int64_t last_primary_timeline = 0;
-  /// This cluster's lineage writable elsewhere too (another cluster or scope).
-  std::vector<LineageFork> forks;
-  /// Rounds in a row with an undeclared fork.
-  std::uint64_t fork_rounds = 0;
-
-  // Discovery.
-  /// Members the DCS registered beyond discovery.max_members: named, never probed.
-  std::vector<std::string> discovery_rejected;
-  /// Discovered members dropped after being gone from the DCS and unreadable for expire_after.
-  std::uint64_t discovered_expired = 0;
-
-  // Lock-store watch (kinds that offer one).
-  /// The watch's state; nullopt when the cluster's lock store offers no watch.
-  std::optional<LockWatchStatus> watch;
-  /// Wake() calls (each a holder change the watch reported), and the rounds run early for them.
-  std::uint64_t wakes = 0;
-  std::uint64_t follow_up_rounds = 0;
-};
-
 /// Where the scheduler gets the declarations in force; called once per round.
 using DeclarationSource = std::function<std::vector<Declaration>(WallClock::time_point)>;
 
@@ -165,33 +39,6 @@ std::optional<MemberSpec> DiscoveredMember(const ClusterSpec& spec, const DcsMem
 /// its REST API at `api_url` (may be empty).
 MemberSpec DiscoveredAt(const ClusterSpec& spec, const std::string& name, const HostPort& at,
                         const std::string& api_url);
-
-/// The most threads the probe pool ever has, whatever the number of clusters and members.
-constexpr size_t kMaxProbeThreads = 32;
-
-/// A bounded pool of threads that run the blocking calls (lock stores, managers, member probes
-/// that do not run on the event loop), with a queue. Thread-safe.
-class ProbeExecutor {
- public:
-  explicit ProbeExecutor(size_t threads);
-  ~ProbeExecutor();
-  ProbeExecutor(const ProbeExecutor&) = delete;
-  ProbeExecutor& operator=(const ProbeExecutor&) = delete;
-  /// Runs `task` on a pool thread; an exception it throws is counted, never propagated.
-  void Submit(std::function<void()> task);
-  /// Grows the pool to at least `threads`, never beyond kMaxProbeThreads (discovery adds
-  /// members at run time); past that bound calls wait in the queue.
-  void EnsureThreads(size_t threads);
-  size_t threads() const;
-
- private:
-  void Work();
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
-};
 
 /// How long a lock-store watch's Wake() follows up: long enough for a new holder to promote
 /// after taking the lock, bounded so that a holder that never settles costs at most this.
@@ -347,6 +194,17 @@ class Scheduler {
                        std::function<void(DcsResult)> deliver);
   bool LaunchStoreOnLoop(AsyncLockStore& store, std::atomic<bool>& busy,
                          SteadyClock::time_point deadline, std::function<void(DcsResult)> deliver);
+  /// Starts a member's manager reading: on the event loop for an AsyncManagerProbe, on the
+  /// pool otherwise. False when its previous reading is still running.
+  bool LaunchManager(const std::shared_ptr<MemberSlot>& shared, SteadyClock::time_point deadline,
+                     std::function<void(PatroniResult)> deliver);
+  /// Posts `start` to `on` unless the previous call guarded by `busy` still runs (then false);
+  /// the answer `start` hands on goes to `deliver` on the scheduler's loop. A `start` that
+  /// throws answers an internal failure naming `what`.
+  template <typename T>
+  bool StartOnLoop(EventLoop& on, std::shared_ptr<MemberSlot> keep, std::atomic<bool>& busy,
+                   const char* what, std::function<void(std::function<void(T)>)> start,
+                   std::function<void(T)> deliver);
   /// Starts one member's reading: on the event loop when its probe runs there (through
   /// `loop_gate` at confirmation), else on the executor (through `gate`). Arrives at the gate
   /// for it when it cannot start (its previous reading still runs). False when not started.

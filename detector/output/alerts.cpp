@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "detector/common/network_text.h"
+#include "detector/config/claim_words.h"
 #include "detector/output/status.h"
 #include "probes/lease_adapters.h"
 
@@ -117,8 +118,9 @@ std::string Evidence(const ClusterSnapshot& c, Millis resend_interval) {
     } else if (h.last) {
       out << "unreadable (" << ReasonName(h.last->failure()->reason) << ")";
     }
-    if (zombie) out << ", ZOMBIE (writable without the leader key)";
-    if (h.writable_since) out << ", writable since " << FormatTime(*h.writable_since);
+    const ClaimWords& words = ClaimWordsOf(c.spec.kind);
+    if (zombie) out << ", ZOMBIE (" << words.zombie << ")";
+    if (h.writable_since) out << ", " << words.since << " " << FormatTime(*h.writable_since);
     if (h.last_seen_writable && !(h.last && h.last->seen_writable())) {
       out << ", last seen writable " << FormatTime(*h.last_seen_writable);
     }
@@ -236,7 +238,8 @@ bool AddSplitBrainAlerts(const ClusterSnapshot& c, const AlertingSpec& alerting,
                                          (a.lock_holder.empty() ? "unknown" : a.lock_holder);
     std::string summary = "Split brain in " + c.spec.name + ": ";
     if (split_brain) {
-      summary += Join(a.writable) + " writable at once" + zombie + TokenEvidence(c);
+      summary += Join(a.writable) + " " + ClaimWordsOf(c.spec.kind).many + " at once" + zombie +
+                 TokenEvidence(c);
     } else {
       summary += "confirmed at " + FormatTime(c.split_brain_opened_at) +
                  ", not yet seen to be over (" + std::string(VerdictName(a.verdict)) + ")" + zombie;
@@ -281,8 +284,9 @@ void AddWarnings(const ClusterSnapshot& c, const AlertingSpec& alerting, const A
                      s.reason + " (until " + FormatTime(s.expires) + ")";
         }
         firing.push_back(Make(c, alerting, links, "SplitBrainSuppressed", "warning",
-                              "Split brain in " + c.spec.name + " inside a declared window: " +
-                                  Join(a.writable) + " writable at once; " + reasons,
+                              "Split brain in " + c.spec.name +
+                                  " inside a declared window: " + Join(a.writable) + " " +
+                                  ClaimWordsOf(c.spec.kind).many + " at once; " + reasons,
                               "split-brain-suppressed.md"));
       }
       break;

@@ -6,7 +6,7 @@
 
 #include "detector/alerting/alert_pusher.h"
 #include "detector/config/config.h"
-#include "detector/engine/scheduler.h"
+#include "detector/engine/cluster_state.h"
 
 namespace sbd {
 

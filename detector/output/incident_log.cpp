@@ -4,13 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "detector/common/json_text.h"
 #include "detector/common/logfmt.h"
@@ -20,28 +15,11 @@
 namespace sbd {
 namespace {
 
-constexpr int kFileVersion = 1;
 constexpr size_t kMaxQueryLimit = 1000;
 constexpr size_t kMaxClusterParam = 256;
-// A clock that stepped back may leave events slightly ahead; a day ahead is not a clock.
-constexpr auto kFutureSlack = std::chrono::hours(24);
-
-const std::set<std::string>& Kinds() {
-  static const std::set<std::string> kinds = {"verdict_changed",    "member_state_changed",
-                                              "split_brain_opened", "split_brain_closed",
-                                              "cluster_added",      "cluster_removed"};
-  return kinds;
-}
 
 // Names from the DCS are untrusted: invalid UTF-8 must not make a write throw.
 std::string Dump(const nlohmann::json& json) { return JsonText(json); }
-
-// A string field of an object read from the file, "" when absent or of another type: the file
-// is untrusted, and nlohmann's value() would throw on a wrong type.
-std::string Text(const nlohmann::json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
-}
 
 nlohmann::json NameList(const std::vector<std::string>& names) { return nlohmann::json(names); }
 
@@ -108,207 +86,7 @@ void DiffMembers(const ClusterSnapshot& cluster, std::map<std::string, std::stri
   }
 }
 
-std::optional<IncidentEvent> EventFromLine(const std::string& line, WallClock::time_point now) {
-  const nlohmann::json json = nlohmann::json::parse(line, nullptr, false);
-  if (!json.is_object()) return std::nullopt;
-  const auto text = [&](const char* key) { return Text(json, key); };
-  auto version = json.find("v");
-  auto fields = json.find("fields");
-  if (version == json.end() || *version != kFileVersion || fields == json.end() ||
-      !fields->is_object() || !Kinds().count(text("kind")) || text("cluster").empty()) {
-    return std::nullopt;
-  }
-  const std::optional<WallTime> time = ParseRfc3339(text("time"));
-  if (!time || *time > now + kFutureSlack) return std::nullopt;
-  return IncidentEvent{*time, text("cluster"), text("kind"), *fields};
-}
-
-std::string FileLine(const IncidentEvent& event) {
-  nlohmann::json json = IncidentEventJson(event);
-  json["v"] = kFileVersion;
-  return Dump(json) + "\n";
-}
-
 }  // namespace
-
-// One thread that does every file write of the log, in the order queued. The queue holds at
-// most kMaxQueuedWrites writes; a rewrite queued (or forced by a full queue) replaces every
-// write waiting before it, since it holds all they would have written. Owned jointly by the
-// log and its thread, so that a thread still stuck on a hung disk at exit outlives the log.
-class IncidentLog::FileWriter {
- public:
-  FileWriter(std::string path, WriteHook before_write)
-      : path_(std::move(path)), before_write_(std::move(before_write)) {}
-
-  // Starts the thread; it holds `self` until Stop().
-  static void Start(const std::shared_ptr<FileWriter>& self) {
-    self->thread_ = std::thread([self] { self->Run(); });
-  }
-
-  // False when the queue is full: the caller then queues a rewrite instead.
-  bool Append(std::string lines) { return Queue({false, std::move(lines)}); }
-  // Always queued: replaces what waits. Returns how many appends it replaced.
-  size_t Rewrite(std::string content) {
-    std::lock_guard<std::mutex> lock(mu_);
-    size_t replaced = 0;
-    for (const Job& job : queue_) replaced += job.rewrite ? 0 : 1;
-    queue_.clear();
-    queue_.push_back({true, std::move(content)});
-    cv_.notify_all();
-    return replaced;
-  }
-
-  bool Flush(Millis timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return idle_cv_.wait_for(lock, timeout, [&] { return queue_.empty() && !busy_; });
-  }
-
-  // Drains within `timeout`; a thread still writing after that is left to finish alone.
-  void Stop(Millis timeout) {
-    const bool drained = Flush(timeout);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (drained) {
-      thread_.join();
-    } else {
-      spdlog::error("msg=\"incident log writes still pending at exit; left unfinished\" file={}",
-                    LogfmtEscape(path_));
-      thread_.detach();
-    }
-  }
-
- private:
-  struct Job {
-    bool rewrite = false;
-    std::string text;
-  };
-
-  bool Queue(Job job) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (queue_.size() >= kMaxQueuedWrites) return false;
-    queue_.push_back(std::move(job));
-    cv_.notify_all();
-    return true;
-  }
-
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left
-      Job job = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      if (before_write_) before_write_();
-      job.rewrite ? WriteWhole(job.text) : AppendLines(job.text);
-      lock.lock();
-      busy_ = false;
-      idle_cv_.notify_all();
-    }
-  }
-
-  // One flush per batch: a crash loses at most the round being written.
-  void AppendLines(const std::string& lines) {
-    if (!file_.is_open()) file_.open(path_, std::ios::app | std::ios::binary);
-    file_ << lines;
-    file_.flush();
-    const bool failing = !file_.good();
-    if (failing && !failing_) {
-      spdlog::error("msg=\"cannot append to the incident log; keeping events in memory\" file={}",
-                    LogfmtEscape(path_));
-    }
-    if (failing) {
-      file_.close();
-      file_.clear();
-    }
-    failing_ = failing;
-  }
-
-  // The kept events to a temporary file, renamed over the log: a crash leaves either file.
-  void WriteWhole(const std::string& content) {
-    const std::string temp = path_ + ".tmp";
-    {
-      std::ofstream out(temp, std::ios::trunc | std::ios::binary);
-      out << content;
-      out.flush();
-      if (!out.good()) {
-        spdlog::error("msg=\"cannot compact the incident log\" file={}", LogfmtEscape(temp));
-        std::remove(temp.c_str());
-        return;
-      }
-    }
-    file_.close();
-    file_.clear();
-    std::error_code ec;
-    std::filesystem::rename(temp, path_, ec);
-    if (ec) {
-      spdlog::error("msg=\"cannot compact the incident log\" file={} error={}", LogfmtEscape(path_),
-                    LogfmtEscape(ec.message()));
-      std::remove(temp.c_str());
-    }
-    file_.open(path_, std::ios::app | std::ios::binary);
-  }
-
-  const std::string path_;
-  const WriteHook before_write_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::condition_variable idle_cv_;
-  std::deque<Job> queue_;
-  bool busy_ = false;
-  bool stop_ = false;
-  std::thread thread_;
-  // The writer thread's own.
-  std::ofstream file_;
-  bool failing_ = false;  ///< logged once until a write succeeds again
-};
-
-nlohmann::json IncidentEventJson(const IncidentEvent& event) {
-  return {{"time", FormatTime(event.time)},
-          {"cluster", event.cluster},
-          {"kind", event.kind},
-          {"fields", event.fields}};
-}
-
-IncidentFile ReadIncidentFile(const std::string& path, Millis retention, WallClock::time_point now,
-                              std::uintmax_t max_bytes) {
-  IncidentFile result;
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return result;
-  std::ifstream in(path, std::ios::binary);
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (!in || ec) {
-    result.error = "cannot read " + path;
-    return result;
-  }
-  std::string line;
-  if (size > max_bytes) {
-    // Only the newest part: the line cut in two at the start is skipped.
-    in.seekg(static_cast<std::streamoff>(size - max_bytes));
-    std::getline(in, line);
-    ++result.skipped_lines;
-  }
-  std::uintmax_t read = 0;
-  while (read < max_bytes && std::getline(in, line)) {
-    read += line.size() + 1;
-    ++result.lines;
-    std::optional<IncidentEvent> event = EventFromLine(line, now);
-    if (!event) {
-      ++result.skipped_lines;
-    } else if (event->time < now - retention) {
-      ++result.expired;
-    } else {
-      result.events.push_back(std::move(*event));
-    }
-  }
-  std::stable_sort(result.events.begin(), result.events.end(),
-                   [](const auto& a, const auto& b) { return a.time < b.time; });
-  return result;
-}
 
 std::variant<IncidentQuery, std::string> ParseIncidentQuery(
     const std::multimap<std::string, std::string>& params) {
@@ -341,8 +119,9 @@ IncidentLog::IncidentLog(IncidentLogSpec spec, WallClock::time_point now,
                          std::uintmax_t max_file_bytes, WriteHook before_write)
     : spec_(std::move(spec)) {
   if (spec_.file.empty()) return;
-  writer_ = std::make_shared<FileWriter>(spec_.file, std::move(before_write));
-  FileWriter::Start(writer_);
+  writer_ =
+      std::make_shared<IncidentFileWriter>(spec_.file, kMaxQueuedWrites, std::move(before_write));
+  IncidentFileWriter::Start(writer_);
   IncidentFile file = ReadIncidentFile(spec_.file, spec_.retention, now, max_file_bytes);
   if (!file.error.empty()) {
     spdlog::error("msg=\"cannot read the incident log; starting empty\" file={} error={}",
@@ -386,7 +165,7 @@ void IncidentLog::Restore(const IncidentEvent& event) {
   }
   ClusterMemory& memory = clusters_[event.cluster];
   const nlohmann::json& f = event.fields;
-  auto text = [&](const char* key) { return Text(f, key); };
+  auto text = [&](const char* key) { return IncidentField(f, key); };
   if (event.kind == "verdict_changed") memory.verdict = text("to");
   if (event.kind == "split_brain_opened") memory.split_brain_open = true;
   if (event.kind == "split_brain_closed") memory.split_brain_open = false;
@@ -493,7 +272,7 @@ void IncidentLog::Prune(WallClock::time_point now) {
 void IncidentLog::AppendToFile(const std::vector<IncidentEvent>& events) {
   if (!writer_) return;
   std::string lines;
-  for (const IncidentEvent& event : events) lines += FileLine(event);
+  for (const IncidentEvent& event : events) lines += IncidentFileLine(event);
   file_lines_ += events.size();
   // A full queue (a slow or hung disk): everything kept is rewritten instead, once it moves.
   if (!writer_->Append(std::move(lines))) CompactFile();
@@ -503,7 +282,7 @@ void IncidentLog::AppendToFile(const std::vector<IncidentEvent>& events) {
 void IncidentLog::CompactFile() {
   if (!writer_) return;
   std::string content;
-  for (const IncidentEvent& event : events_) content += FileLine(event);
+  for (const IncidentEvent& event : events_) content += IncidentFileLine(event);
   const size_t replaced = writer_->Rewrite(std::move(content));
   if (replaced > 0 && writes_replaced_ == 0) {
     spdlog::warn(
@@ -627,10 +406,12 @@ std::string EventLine(const IncidentEvent& e) {
   const nlohmann::json& f = e.fields;
   std::string what;
   if (e.kind == "verdict_changed") {
-    what = Text(f, "from") + " -> " + Text(f, "to") + ": " + Text(f, "summary");
+    what = IncidentField(f, "from") + " -> " + IncidentField(f, "to") + ": " +
+           IncidentField(f, "summary");
   } else if (e.kind == "member_state_changed") {
-    what = Text(f, "member") + " " + Text(f, "from") + " -> " + Text(f, "to");
-    if (!Text(f, "reason").empty()) what += " (" + Text(f, "reason") + ")";
+    what = IncidentField(f, "member") + " " + IncidentField(f, "from") + " -> " +
+           IncidentField(f, "to");
+    if (!IncidentField(f, "reason").empty()) what += " (" + IncidentField(f, "reason") + ")";
   } else {
     what = Dump(f);
   }

@@ -17,41 +17,10 @@
 #include <vector>
 
 #include "detector/config/config.h"
-#include "detector/engine/scheduler.h"
+#include "detector/engine/cluster_state.h"
+#include "detector/output/incident_file.h"
 
 namespace sbd {
-
-/// Files larger than this are read from their last 16 MiB only (the newest events).
-constexpr std::uintmax_t kMaxIncidentFileBytes = 16u << 20;
-
-/// One recorded change of one cluster. Plain value type.
-struct IncidentEvent {
-  WallClock::time_point time;
-  std::string cluster;
-  /// verdict_changed | member_state_changed | split_brain_opened | split_brain_closed |
-  /// cluster_added | cluster_removed
-  std::string kind;
-  /// A JSON object: names, verdicts, states and reasons; never a DSN or a password.
-  nlohmann::json fields = nlohmann::json::object();
-};
-
-/// {"time": RFC 3339 UTC with milliseconds, "cluster", "kind", "fields"}.
-nlohmann::json IncidentEventJson(const IncidentEvent& event);
-
-/// What reading an incident log file found. Plain value type.
-struct IncidentFile {
-  std::vector<IncidentEvent> events;  ///< oldest first, none older than the retention
-  std::uint64_t skipped_lines = 0;    ///< corrupt, truncated, unknown or from the future
-  std::uint64_t expired = 0;          ///< well-formed but older than the retention
-  std::uint64_t lines = 0;            ///< every line read, kept or not
-  std::string error;                  ///< why the file could not be read ("" when it could)
-};
-
-/// Reads a JSON-lines incident file, at most its last `max_bytes`. Never throws: a line that is
-/// not an event this version wrote (bad JSON, unknown kind or version, a time more than a day
-/// after `now`) is skipped and counted. A missing file is empty, not an error. Thread-safe.
-IncidentFile ReadIncidentFile(const std::string& path, Millis retention, WallClock::time_point now,
-                              std::uintmax_t max_bytes = kMaxIncidentFileBytes);
 
 /// What GET /api/v1/incidents asks for.
 struct IncidentQuery {
@@ -76,8 +45,7 @@ std::variant<IncidentQuery, std::string> ParseIncidentQuery(
 /// loses nothing held in memory), and the appends so replaced are counted.
 class IncidentLog {
  public:
-  /// Called on the writer thread before each file write; tests hold it to hang the disk.
-  using WriteHook = std::function<void()>;
+  using WriteHook = IncidentFileWriter::WriteHook;
   /// Appends and rewrites waiting for the writer at most; beyond, they become one rewrite.
   static constexpr size_t kMaxQueuedWrites = 256;
 
@@ -127,10 +95,9 @@ class IncidentLog {
   void Prune(WallClock::time_point now);
   void AppendToFile(const std::vector<IncidentEvent>& events);
   void CompactFile();
-  class FileWriter;  ///< the writer thread and its queue (incident_log.cpp)
 
   const IncidentLogSpec spec_;
-  std::shared_ptr<FileWriter> writer_;  ///< null without a file; shared with its thread
+  std::shared_ptr<IncidentFileWriter> writer_;  ///< null without a file; shared with its thread
   mutable std::mutex mu_;
   std::deque<IncidentEvent> events_;
   std::map<std::string, ClusterMemory> clusters_;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "detector/alerting/alert_pusher.h"
-#include "detector/engine/scheduler.h"
+#include "detector/engine/cluster_state.h"
 #include "suppressors/declaration_store.h"
 
 namespace sbd {

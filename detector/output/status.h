@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "detector/engine/scheduler.h"
+#include "detector/engine/cluster_state.h"
 #include "suppressors/declaration_store.h"
 
 namespace sbd {

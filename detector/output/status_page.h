@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "detector/engine/scheduler.h"
+#include "detector/engine/cluster_state.h"
 #include "detector/output/incident_log.h"
 #include "suppressors/declaration_store.h"
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "detector/engine/scheduler.h"
+#include "detector/engine/cluster_state.h"
 
 namespace sbd {
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "detector/config/claim_words.h"
 #include "probes/postgres.h"
 
 namespace sbd {
@@ -286,12 +287,12 @@ void FindZombies(const DcsResult* dcs, const std::vector<Observation>& round, As
 }
 
 // The verdict and its one-line summary from the sorted evidence, worst finding first.
-void Decide(bool confirmed, Assessment& a) {
+void Decide(bool confirmed, const ClaimWords& w, Assessment& a) {
   std::ostringstream summary;
   if (a.writable.size() >= 2 && confirmed) {
     a.verdict = Verdict::kSplitBrain;
-    summary << a.writable.size() << " members writable at once in lineage " << a.lineage << ": "
-            << Join(a.writable) << " (confirmed by an overlapping re-probe)";
+    summary << a.writable.size() << " members " << w.many << " at once in lineage " << a.lineage
+            << ": " << Join(a.writable) << " (confirmed by an overlapping re-probe)";
     if (!a.zombies.empty() && !a.lock_holder.empty()) {
       summary << "; lock held by " << a.lock_holder << ", zombie: " << Join(a.zombies);
     } else if (!a.zombies.empty()) {
@@ -304,7 +305,7 @@ void Decide(bool confirmed, Assessment& a) {
     if (!a.writable.empty()) summary << "; " << Join(a.writable) << " is writable";
   } else if (a.writable.size() == 1 && !a.zombies.empty()) {
     a.verdict = Verdict::kSuspected;
-    summary << a.writable.front() << " is writable but " << a.lock_holder
+    summary << a.writable.front() << " " << w.one << " but " << a.lock_holder
             << " holds the lock: a zombie primary, or a failover in progress";
   } else if (a.writable.size() >= 2) {
     a.verdict = Verdict::kSuspected;
@@ -312,11 +313,11 @@ void Decide(bool confirmed, Assessment& a) {
             << " did not overlap in time; not confirmed";
   } else if (a.writable.size() == 1 && !a.suspects.empty()) {
     a.verdict = Verdict::kSuspected;
-    summary << a.writable.front() << " is writable and " << Join(a.suspects)
+    summary << a.writable.front() << " " << w.one << " and " << Join(a.suspects)
             << ", last seen writable, cannot be read";
   } else if (!a.drift.empty()) {
     a.verdict = Verdict::kDrift;
-    summary << Join(a.drift) << " writable with another "
+    summary << Join(a.drift) << " " << w.many << " with another "
             << (a.other_scope.empty() ? "system identifier than lineage " + a.lineage
                                       : "identity (scope or system identifier)")
             << "; not counted as split brain";
@@ -324,13 +325,13 @@ void Decide(bool confirmed, Assessment& a) {
     a.verdict = Verdict::kUnknown;
     summary << Join(a.unreadable) << " cannot be read";
     if (!a.suspects.empty()) summary << "; " << Join(a.suspects) << " was last seen writable";
-    if (a.writable.size() == 1) summary << "; " << a.writable.front() << " is writable";
+    if (a.writable.size() == 1) summary << "; " << a.writable.front() << " " << w.one;
   } else if (a.writable.empty()) {
     a.verdict = Verdict::kNoPrimary;
-    summary << "every member read, none writable";
+    summary << "every member read, " << w.none;
   } else {
     a.verdict = Verdict::kHealthy;
-    summary << a.writable.front() << " is the only writable member";
+    summary << a.writable.front() << " " << w.only;
   }
   a.summary = summary.str();
 }
@@ -359,7 +360,7 @@ Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round
   ReadLock(dcs, a);
   ClassifyMembers(spec, round, history, a);
   FindZombies(dcs, round, a);
-  Decide(confirmed, a);
+  Decide(confirmed, ClaimWordsOf(spec.kind), a);
   AppendWitnesses(spec, round, a);
   a.raw_verdict = a.verdict;
   return a;

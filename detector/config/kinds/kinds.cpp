@@ -3,19 +3,43 @@
 namespace sbd {
 
 const std::vector<KindConfig>& Kinds() {
-  // One line per kind: name, claims_only, patroni_urls, block, keys, parse, parse_member.
+  // One line per kind: name, claims_only, patroni_urls, block, keys, parse, parse_member,
+  // words.
   // clang-format off
   static const std::vector<KindConfig> kinds = {
-    {"postgres",      false, false, nullptr,         {},                                                      nullptr,           ParsePostgresMember},
-    {"patroni",       false, true,  nullptr,         {"scope", "namespace", "etcd", "discover", "discovery"}, ParsePatroni,      ParsePostgresMember},
-    {"redis",         true,  false, "redis",         {},                                                      ParseRedis,        ParseRedisMember},
-    {"redis_lease",   true,  false, "redis_lease",   {},                                                      ParseRedisLease,   ParseClaimMember},
-    {"k8s_lease",     true,  false, "k8s_lease",     {},                                                      ParseK8sLease,     ParseClaimMember},
-    {"etcd_election", true,  false, "etcd_election", {},                                                      ParseEtcdElection, ParseClaimMember},
-    {"zookeeper_lock", true, false, "zookeeper_lock", {},                                                     ParseZooKeeperLock, ParseClaimMember},
+    {"postgres",      false, false, nullptr,         {},                                                      nullptr,           ParsePostgresMember, &kWritableWords},
+    {"patroni",       false, true,  nullptr,         {"scope", "namespace", "etcd", "zookeeper", "discover", "discovery"}, ParsePatroni, ParsePostgresMember, &kWritableWords},
+    {"redis",         true,  false, "redis",         {},                                                      ParseRedis,        ParseRedisMember, &kWritableWords},
+    {"redis_lease",   true,  false, "redis_lease",   {},                                                      ParseRedisLease,   ParseClaimMember, &kLeaseWords},
+    {"k8s_lease",     true,  false, "k8s_lease",     {},                                                      ParseK8sLease,     ParseClaimMember, &kLeaseWords},
+    {"etcd_election", true,  false, "etcd_election", {},                                                      ParseEtcdElection, ParseClaimMember, &kLockWords},
+    {"zookeeper_lock", true, false, "zookeeper_lock", {},                                                     ParseZooKeeperLock, ParseClaimMember, &kLockWords},
+    {"pg_auto_failover", false, false, "pg_auto_failover", {},                                            ParsePgAutoFailover, ParsePostgresMember, &kWritableWords},
+    {"repmgr",        false, false, "repmgr",        {},                                                      ParseRepmgr,       ParsePostgresMember, &kWritableWords},
   };
   // clang-format on
   return kinds;
+}
+
+const ClaimWords kWritableWords = {
+    "writable",      "is writable",    "is the only writable member",
+    "none writable", "writable since", "writable without the leader key"};
+const ClaimWords kLeaseWords = {"claiming the lease",
+                                "claims the lease",
+                                "is the only member claiming the lease",
+                                "none claiming the lease",
+                                "claiming the lease since",
+                                "claims the lease while the store names another holder"};
+const ClaimWords kLockWords = {"claiming the lock",
+                               "claims the lock",
+                               "is the only member claiming the lock",
+                               "none claiming the lock",
+                               "claiming the lock since",
+                               "claims the lock while the store names another holder"};
+
+const ClaimWords& ClaimWordsOf(const std::string& kind) {
+  const KindConfig* found = FindKind(kind);
+  return found != nullptr && found->words != nullptr ? *found->words : kWritableWords;
 }
 
 const KindConfig* FindKind(const std::string& name) {

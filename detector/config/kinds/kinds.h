@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "detector/config/claim_words.h"
 #include "detector/config/config.h"
 #include "detector/config/config_reader.h"
 
@@ -48,6 +49,8 @@ struct KindConfig {
   MemberSpec (*parse_member)(ConfigReader& reader, const ClusterContext& context,
                              const ClusterSpec& cluster, const YAML::Node& node,
                              const std::string& path, ConfigReader::SeenNames& seen);
+  /// How the kind's summaries and pages word a claim (claim_words.h).
+  const ClaimWords* words;
 };
 
 /// Every kind, in the order their blocks are read; the first is the default (postgres).
@@ -72,6 +75,8 @@ void ParseRedisLease(ConfigReader& reader, ClusterContext& context, ClusterSpec&
 void ParseK8sLease(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
 void ParseEtcdElection(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
 void ParseZooKeeperLock(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
+void ParsePgAutoFailover(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
+void ParseRepmgr(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
 /// The application lease kinds' members: candidates by metrics URL (kinds/claims.cpp).
 MemberSpec ParseClaimMember(ConfigReader& reader, const ClusterContext& context,
                             const ClusterSpec& cluster, const YAML::Node& node,

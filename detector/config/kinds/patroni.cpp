@@ -27,6 +27,20 @@ void ParseEtcd(ConfigReader& r, const Entry& entry, const std::string& path, Clu
   if (endpoints) cluster.etcd_endpoints = EtcdEndpoints(r, *endpoints, Join(path, "endpoints"));
 }
 
+// Patroni on ZooKeeper: the ensemble and the detector's session. A Patroni member's JSON is a few
+// hundred bytes, its tags can make it more: the caps default larger than zookeeper_lock's.
+void ParseZooKeeper(ConfigReader& r, const Entry& entry, const std::string& path,
+                    ClusterSpec& cluster) {
+  const std::optional<Fields> fields = r.ReadMapping(
+      entry, path, {"hosts", "session_timeout", "max_children", "max_data_bytes", "digest"});
+  if (!fields) return;
+  ZooKeeperLockSpec spec;
+  spec.max_children = 64;
+  spec.max_data_bytes = 16384;
+  ParseZooKeeperEnsemble(r, entry, *fields, path, spec);
+  cluster.patroni_zookeeper = std::move(spec);
+}
+
 // Settings for members found in the DCS: their host and port come from there, so the dsn may
 // not set them, and the password must come from a file or the environment.
 void ParseDiscovery(ConfigReader& r, const Entry& entry, const std::string& path,
@@ -60,10 +74,16 @@ void ParsePatroni(ConfigReader& r, ClusterContext& context, ClusterSpec& cluster
   if (const Entry* ns = r.Optional(fields, "namespace")) {
     ParseNamespace(r, *ns, Join(path, "namespace"), cluster);
   }
-  if (const Entry* etcd = r.Optional(fields, "etcd")) {
-    ParseEtcd(r, *etcd, Join(path, "etcd"), cluster);
-  } else if (context.kind) {
-    r.AddError(context.node.Mark(), Join(path, "etcd"), "required");
+  // The DCS: exactly one of etcd and zookeeper.
+  const Entry* etcd = r.Optional(fields, "etcd");
+  const Entry* zookeeper = r.Optional(fields, "zookeeper");
+  if (etcd) ParseEtcd(r, *etcd, Join(path, "etcd"), cluster);
+  if (zookeeper) ParseZooKeeper(r, *zookeeper, Join(path, "zookeeper"), cluster);
+  if (etcd && zookeeper) {
+    r.AddError(zookeeper->Mark(), Join(path, "zookeeper"),
+               "give either etcd or zookeeper, not both: Patroni uses one DCS");
+  } else if (!etcd && !zookeeper && context.kind) {
+    r.AddError(context.node.Mark(), Join(path, "etcd"), "required (or zookeeper)");
   }
   // Whether members are discovered; nullopt when `discover` was invalid (reported), which
   // waives the check for an empty member list rather than guessing.

@@ -10,6 +10,7 @@
 #include "detector/config/config_reader.h"
 
 namespace sbd {
+struct ZooKeeperLockSpec;
 namespace kind_parsing {
 
 using Entry = ConfigReader::Entry;
@@ -26,6 +27,12 @@ std::optional<std::string> RedisAddress(ConfigReader& r, const Entry& entry,
 /// A non-empty list of etcd v3 JSON gateway URLs.
 std::vector<std::string> EtcdEndpoints(ConfigReader& r, const Entry& endpoints,
                                        const std::string& path);
+
+/// The keys every ZooKeeper block has (zookeeper_lock's, Patroni's `zookeeper:`), read from the
+/// block's `fields` into `spec`: hosts (required), session_timeout, max_children,
+/// max_data_bytes and digest. Keys not given keep `spec`'s values.
+void ParseZooKeeperEnsemble(ConfigReader& r, const Entry& block, const Fields& fields,
+                            const std::string& path, ZooKeeperLockSpec& spec);
 
 /// The claim's metric, the label naming the lock and its value, and the token's label.
 /// Also the resource witness's query (`witness`): its url instead of a token label.

@@ -67,6 +67,31 @@ void ParseDigest(ConfigReader& r, const Entry& entry, const std::string& path,
 
 }  // namespace
 
+namespace kind_parsing {
+
+void ParseZooKeeperEnsemble(ConfigReader& r, const Entry& block, const Fields& fields,
+                            const std::string& path, ZooKeeperLockSpec& spec) {
+  if (const Entry* hosts = r.Required(fields, block.value, path, "hosts")) {
+    ParseHosts(r, *hosts, Join(path, "hosts"), spec);
+  }
+  const ConfigReader::Timing session =
+      r.Duration(fields, path, "session_timeout", std::chrono::milliseconds(1000));
+  if (session.given) spec.session_timeout = *session.given;
+  if (const Entry* max = r.Optional(fields, "max_children")) {
+    spec.max_children =
+        r.Count(*max, Join(path, "max_children"), 1, 100000).value_or(spec.max_children);
+  }
+  if (const Entry* max = r.Optional(fields, "max_data_bytes")) {
+    spec.max_data_bytes =
+        r.Count(*max, Join(path, "max_data_bytes"), 1, 65536).value_or(spec.max_data_bytes);
+  }
+  if (const Entry* digest = r.Optional(fields, "digest")) {
+    ParseDigest(r, *digest, Join(path, "digest"), spec);
+  }
+}
+
+}  // namespace kind_parsing
+
 // ZooKeeper lock and election recipes: the ensemble, the lock path, limits, digest, the claim.
 void ParseZooKeeperLock(ConfigReader& r, ClusterContext& context, ClusterSpec& cluster) {
   const std::string block = Join(context.path, "zookeeper_lock");
@@ -81,9 +106,7 @@ void ParseZooKeeperLock(ConfigReader& r, ClusterContext& context, ClusterSpec& c
   if (!lock) return;
   ZooKeeperLockSpec& spec = cluster.zookeeper_lock;
   spec.lock = cluster.name;
-  if (const Entry* hosts = r.Required(*lock, entry->value, block, "hosts")) {
-    ParseHosts(r, *hosts, Join(block, "hosts"), spec);
-  }
+  ParseZooKeeperEnsemble(r, *entry, *lock, block, spec);
   if (const Entry* path = r.Required(*lock, entry->value, block, "path")) {
     const std::optional<std::string> value = r.String(*path, Join(block, "path"));
     if (value && !IsZnodePath(*value)) {
@@ -92,18 +115,6 @@ void ParseZooKeeperLock(ConfigReader& r, ClusterContext& context, ClusterSpec& c
     } else if (value) {
       spec.path = *value;
     }
-  }
-  const ConfigReader::Timing session =
-      r.Duration(*lock, block, "session_timeout", std::chrono::milliseconds(1000));
-  if (session.given) spec.session_timeout = *session.given;
-  if (const Entry* max = r.Optional(*lock, "max_children")) {
-    spec.max_children = r.Count(*max, Join(block, "max_children"), 1, 100000).value_or(1000);
-  }
-  if (const Entry* max = r.Optional(*lock, "max_data_bytes")) {
-    spec.max_data_bytes = r.Count(*max, Join(block, "max_data_bytes"), 1, 65536).value_or(1024);
-  }
-  if (const Entry* digest = r.Optional(*lock, "digest")) {
-    ParseDigest(r, *digest, Join(block, "digest"), spec);
   }
   if (const Entry* claim = r.Optional(*lock, "claim")) {
     ParseClaimQuery(r, *claim, Join(block, "claim"), spec);

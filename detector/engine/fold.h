@@ -1,0 +1,40 @@
+#pragma once
+
+// How a finished round folds into a cluster's state (cluster_state.h), and what a reload
+// carries over. Pure functions of the state and the round: no threads, no sockets (logging
+// aside), so each can be unit-tested on its own.
+
+#include <string>
+#include <vector>
+
+#include "detector/engine/cluster_state.h"
+
+namespace sbd {
+
+/// The holder the lock store named this round; empty when unknown.
+std::string HolderOf(const DcsResult* dcs);
+
+/// Folds the round into the member histories and counters.
+void RecordObservations(ClusterSnapshot& state, const std::vector<Observation>& round,
+                        WallClock::time_point at, const std::string& holder);
+
+/// Counts a switchover or failover that explained a candidate away, and logs it.
+void RecordTransition(ClusterSnapshot& state, const TransitionEvidence& transition,
+                      WallClock::time_point at);
+
+/// Logs a provisioning suppression the first round it appears (the others are routine).
+void LogNewSuppressions(const ClusterSpec& spec, const Assessment& previous,
+                        const Assessment& assessment);
+
+/// Keeps the round's verdict: how long it has held, and the split-brain incident, opened by a
+/// confirmed split brain and closed only by a round that read every member and found at most
+/// one writable.
+void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::time_point at);
+
+/// What a reload keeps of a cluster (see Scheduler::Inherit): everything its rounds wrote, so
+/// that a field added to ClusterSnapshot carries over without being listed here, except what
+/// the new config decides (`now`'s spec, lock and watch) and what the next round rewrites.
+/// Histories, counters and readings follow the new spec's members, which were already chosen.
+void InheritState(const ClusterSnapshot& old, ClusterSnapshot& now);
+
+}  // namespace sbd
