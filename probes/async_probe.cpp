@@ -42,19 +42,39 @@ Observation AsyncMemberProbe::Probe(SteadyClock::time_point deadline, StartGate*
   return answer.get();
 }
 
-std::variant<DcsView, ProbeFailure> AsyncLockStore::Read(SteadyClock::time_point deadline) {
-  auto promise = std::make_shared<std::promise<std::variant<DcsView, ProbeFailure>>>();
+namespace {
+
+// Posts `start` to `loop` and waits for the answer it hands on, by `deadline` plus a margin
+// for a loop busy with other reads.
+template <typename T>
+T WaitOnLoop(EventLoop& loop, SteadyClock::time_point deadline,
+             std::function<void(std::function<void(T)>)> start) {
+  auto promise = std::make_shared<std::promise<T>>();
   auto answer = promise->get_future();
-  loop().Post([this, deadline, promise] {
-    Start(deadline, [promise](std::variant<DcsView, ProbeFailure> read) {
-      promise->set_value(std::move(read));
-    });
+  loop.Post([start = std::move(start), promise] {
+    start([promise](T read) { promise->set_value(std::move(read)); });
   });
-  // Start() answers by the deadline; the margin covers a loop busy with other reads.
   if (answer.wait_until(deadline + std::chrono::seconds(1)) != std::future_status::ready) {
     return ProbeFailure{ProbeFailureReason::kTimeout, "the event loop did not answer"};
   }
   return answer.get();
+}
+
+}  // namespace
+
+std::variant<DcsView, ProbeFailure> AsyncLockStore::Read(SteadyClock::time_point deadline) {
+  using Read = std::variant<DcsView, ProbeFailure>;
+  return WaitOnLoop<Read>(loop(), deadline, [this, deadline](std::function<void(Read)> done) {
+    Start(deadline, done);
+  });
+}
+
+std::variant<PatroniReading, ProbeFailure> AsyncManagerProbe::Read(
+    SteadyClock::time_point deadline) {
+  using Reading = std::variant<PatroniReading, ProbeFailure>;
+  return WaitOnLoop<Reading>(loop(), deadline, [this, deadline](std::function<void(Reading)> done) {
+    Start(deadline, done);
+  });
 }
 
 }  // namespace sbd

@@ -70,4 +70,24 @@ class AsyncLockStore : public LockStore {
   std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
 };
 
+/// A member's manager (Patroni's REST API) read on an EventLoop instead of a pool thread
+/// (issue 25): a hung manager then holds no thread. The scheduler prefers Start() for such a
+/// probe; Read() is a blocking adapter. Start() and what it leads to run on the loop thread;
+/// the object may be destroyed on any thread (what is in flight is dropped on the loop).
+class AsyncManagerProbe : public ManagerProbe {
+ public:
+  /// Receives the reading, on the loop thread, exactly once per Start().
+  using Done = std::function<void(std::variant<PatroniReading, ProbeFailure>)>;
+
+  /// Starts one reading, giving up at `deadline` (a timeout failure); calls `done` by the
+  /// deadline. Loop thread only; at most one Start() in flight (the scheduler guarantees it).
+  virtual void Start(SteadyClock::time_point deadline, Done done) = 0;
+
+  /// The loop this probe reads on.
+  virtual EventLoop& loop() = 0;
+
+  /// Blocking: posts Start() to the loop and waits for its answer.
+  std::variant<PatroniReading, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+};
+
 }  // namespace sbd

@@ -1,8 +1,8 @@
 #include "probes/etcd.h"
 
+#include "detector/common/base64.h"
 #include "detector/common/network_text.h"
 #include "probes/etcd_watch.h"
-#include "probes/http_json.h"
 #include "probes/json_fields.h"
 
 namespace sbd {
@@ -115,8 +115,26 @@ std::optional<ProbeFailure> ReadKey(const nlohmann::json& kv, const std::string&
 }  // namespace
 
 EtcdScopeProbe::EtcdScopeProbe(std::vector<std::string> endpoints, std::string dcs_namespace,
-                               std::string scope)
-    : endpoints_(std::move(endpoints)), prefix_(dcs_namespace + "/" + scope + "/") {}
+                               std::string scope, EventLoop& loop)
+    : loop_(loop), endpoints_(std::move(endpoints)), prefix_(dcs_namespace + "/" + scope + "/") {
+  auto read = [prefix = prefix_](LoopHttpClient& client, const std::string& endpoint,
+                                 SteadyClock::time_point until, Done done) {
+    const nlohmann::json range = {{"key", Base64Encode(prefix)},
+                                  {"range_end", Base64Encode(RangeEnd(prefix))}};
+    auto parse = [prefix](const nlohmann::json& body) { return ParseRange(body, prefix); };
+    StartEtcdRangeAndLease(client, endpoint, range, until, parse, std::move(done));
+  };
+  reader_ = std::make_shared<EtcdGatewayReader>(loop, endpoints_, read);
+}
+
+EtcdScopeProbe::~EtcdScopeProbe() {
+  // The client's handles belong to the loop: close them there (dropping what is in flight).
+  loop_.Post([reader = std::move(reader_)] { reader->Close(); });
+}
+
+void EtcdScopeProbe::Start(SteadyClock::time_point deadline, Done done) {
+  reader_->Start(deadline, std::move(done));
+}
 
 std::variant<DcsView, ProbeFailure> EtcdScopeProbe::ParseRange(const nlohmann::json& body,
                                                                const std::string& prefix) {
@@ -140,32 +158,6 @@ std::variant<DcsView, ProbeFailure> EtcdScopeProbe::ParseRange(const nlohmann::j
   return view;
 }
 
-std::variant<DcsView, ProbeFailure> EtcdScopeProbe::ReadFrom(
-    const std::string& endpoint, SteadyClock::time_point deadline) const {
-  const nlohmann::json range = {{"key", Base64Encode(prefix_)},
-                                {"range_end", Base64Encode(RangeEnd(prefix_))}};
-  auto answer = FetchJson(endpoint, "/v3/kv/range", range.dump(), deadline);
-  if (auto* failure = std::get_if<ProbeFailure>(&answer)) return *failure;
-  auto parsed = ParseRange(std::get<nlohmann::json>(answer), prefix_);
-  if (auto* failure = std::get_if<ProbeFailure>(&parsed)) return *failure;
-  DcsView view = std::get<DcsView>(std::move(parsed));
-  view.endpoint = endpoint;
-  if (!view.holder.empty() && view.lease_id != "0") ReadEtcdLease(endpoint, deadline, view);
-  return view;
-}
-
-std::variant<DcsView, ProbeFailure> EtcdScopeProbe::Read(SteadyClock::time_point deadline) {
-  return ReadEtcdEndpoints(endpoints_, preferred_, deadline,
-                           [this](const std::string& endpoint, SteadyClock::time_point until) {
-                             return ReadFrom(endpoint, until);
-                           });
-}
-
-void ReadEtcdLease(const std::string& endpoint, SteadyClock::time_point deadline, DcsView& view) {
-  const nlohmann::json ask = {{"ID", view.lease_id}};
-  ApplyEtcdLease(FetchJson(endpoint, "/v3/lease/timetolive", ask.dump(), deadline), view);
-}
-
 void ApplyEtcdLease(const std::variant<nlohmann::json, ProbeFailure>& lease, DcsView& view) {
   const auto* json = std::get_if<nlohmann::json>(&lease);
   if (!json) return;
@@ -182,28 +174,14 @@ void ApplyEtcdLease(const std::variant<nlohmann::json, ProbeFailure>& lease, Dcs
   view.lease_granted_ttl = granted;
 }
 
-std::variant<DcsView, ProbeFailure> ReadEtcdEndpoints(
-    const std::vector<std::string>& endpoints, size_t& preferred, SteadyClock::time_point deadline,
-    const std::function<std::variant<DcsView, ProbeFailure>(const std::string&,
-                                                            SteadyClock::time_point)>& read) {
-  ProbeFailure last{ProbeFailureReason::kConfig, "no etcd endpoints"};
-  for (size_t attempt = 0; attempt < endpoints.size(); ++attempt) {
-    const size_t index = (preferred + attempt) % endpoints.size();
-    const auto share =
-        (deadline - SteadyClock::now()) / static_cast<int>(endpoints.size() - attempt);
-    auto result = read(endpoints[index], SteadyClock::now() + share);
-    if (std::holds_alternative<DcsView>(result)) {
-      preferred = index;
-      return result;
-    }
-    last = std::get<ProbeFailure>(result);
-    last.message = UrlBase(endpoints[index]) + ": " + last.message;
-  }
-  return last;
-}
-
 std::unique_ptr<LockWatch> EtcdScopeProbe::Watch(LockWatch::Changed on_change) {
   return std::make_unique<EtcdKeyWatch>(endpoints_, prefix_ + "leader", std::move(on_change));
 }
+
+void ReadPatroniMember(const std::string& name, const std::string& value, DcsView& view) {
+  ReadMember(name, value, &view);
+}
+
+void ReadPatroniConfig(const std::string& value, DcsView& view) { ReadConfig(value, &view); }
 
 }  // namespace sbd

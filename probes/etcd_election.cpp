@@ -4,6 +4,7 @@
 
 #include "detector/common/logfmt.h"
 #include "probes/etcd.h"
+#include "probes/etcd_gateway.h"
 #include "probes/exposition.h"
 #include "probes/http_json.h"
 #include "probes/json_fields.h"
@@ -141,137 +142,91 @@ std::variant<std::int64_t, std::string> WitnessToken(const std::string& text,
   return static_cast<std::int64_t>(value);
 }
 
-/// One read in flight at a time, each step started by the answer of the one before: the
-/// range on an endpoint, the holder's lease there, then the witness. Loop thread only.
-struct EtcdElectionStore::Session : std::enable_shared_from_this<Session> {
-  Session(EventLoop& event_loop, const ClusterSpec& spec)
-      : loop(event_loop),
-        endpoints(spec.etcd_election.endpoints),
-        prefix(ElectionKeyPrefix(spec.etcd_election.prefix)),
-        members(spec.members),
-        witness_spec(spec.etcd_election.resource_witness) {
+namespace {
+
+// The range over the election's keys, sorted by etcd, so that a capped read still holds the
+// lowest revisions, the holder first.
+nlohmann::json ElectionRange(const std::string& prefix) {
+  std::string range_end = prefix;
+  range_end.back() = static_cast<char>(range_end.back() + 1);
+  return {{"key", Base64Encode(prefix)},
+          {"range_end", Base64Encode(range_end)},
+          {"sort_order", "ASCEND"},
+          {"sort_target", "CREATE"},
+          {"limit", kMaxElectionKeys}};
+}
+
+// The witness's answer applied to `view`: its token, else the reason in `rejected`.
+void ApplyWitness(HttpResult result, const ResourceWitnessSpec& witness, DcsView& view) {
+  std::variant<std::string, ProbeFailure> text = ProbeFailure{ProbeFailureReason::kInternal, ""};
+  if (auto* failure = std::get_if<ProbeFailure>(&result)) {
+    text = std::move(*failure);
+  } else {
+    text = ClaimText(std::move(std::get<HttpAnswer>(result)));
+  }
+  if (auto* failure = std::get_if<ProbeFailure>(&text)) {
+    view.rejected.push_back("resource witness: " + failure->message);
+    return;
+  }
+  auto token = WitnessToken(std::get<std::string>(text), witness);
+  if (auto* error = std::get_if<std::string>(&token)) {
+    view.rejected.push_back("resource witness: " + *error);
+  } else {
+    view.resource_token = std::get<std::int64_t>(token);
+  }
+}
+
+}  // namespace
+
+/// The range and the holder's lease on an endpoint (EtcdGatewayReader), then the witness.
+/// Loop thread only.
+struct EtcdElectionStore::Session {
+  Session(EventLoop& loop, const ClusterSpec& spec)
+      : witness_spec(spec.etcd_election.resource_witness) {
     if (witness_spec) {
       witness_target.member = "resource witness";
       witness_target.url = witness_spec->url;
     }
+    const std::string prefix = ElectionKeyPrefix(spec.etcd_election.prefix);
+    auto read = [prefix, members = spec.members](LoopHttpClient& client,
+                                                 const std::string& endpoint,
+                                                 SteadyClock::time_point until, Done done) {
+      auto parse = [prefix, members](const nlohmann::json& body) {
+        return ParseElectionRange(body, prefix, members);
+      };
+      StartEtcdRangeAndLease(client, endpoint, ElectionRange(prefix), until, parse,
+                             std::move(done));
+    };
+    reader = std::make_shared<EtcdGatewayReader>(loop, spec.etcd_election.endpoints, read);
   }
 
-  void Start(SteadyClock::time_point until, Done on_done);
-  void TryNext();
-  void OnRange(size_t index, SteadyClock::time_point until,
-               std::variant<nlohmann::json, ProbeFailure> answer);
-  void Failed(size_t index, ProbeFailure failure);
-  void Succeeded(size_t index, DcsView view);
-  void Finish(std::variant<DcsView, ProbeFailure> read);
-
-  EventLoop& loop;
-  std::vector<std::string> endpoints;
-  std::string prefix;
-  std::vector<MemberSpec> members;
   std::optional<ResourceWitnessSpec> witness_spec;
   ClaimTarget witness_target;
-  size_t preferred = 0;
-  std::unique_ptr<LoopHttpClient> client;  // made and closed on the loop thread
-  // The read in flight:
-  Done done;
-  SteadyClock::time_point deadline{};
-  size_t attempt = 0;
-  ProbeFailure last{ProbeFailureReason::kConfig, "no etcd endpoints"};
+  std::shared_ptr<EtcdGatewayReader> reader;
 };
-
-void EtcdElectionStore::Session::Start(SteadyClock::time_point until, Done on_done) {
-  if (!client) client = std::make_unique<LoopHttpClient>(loop);
-  done = std::move(on_done);
-  deadline = until;
-  attempt = 0;
-  last = ProbeFailure{ProbeFailureReason::kConfig, "no etcd endpoints"};
-  TryNext();
-}
-
-void EtcdElectionStore::Session::TryNext() {
-  if (attempt >= endpoints.size()) return Finish(last);
-  const size_t index = (preferred + attempt) % endpoints.size();
-  const auto share = (deadline - SteadyClock::now()) / static_cast<int>(endpoints.size() - attempt);
-  const auto until = SteadyClock::now() + share;
-  std::string range_end = prefix;
-  range_end.back() = static_cast<char>(range_end.back() + 1);
-  // Sorted by etcd, so that a capped read still holds the lowest revisions, the holder first.
-  const nlohmann::json range = {{"key", Base64Encode(prefix)},
-                                {"range_end", Base64Encode(range_end)},
-                                {"sort_order", "ASCEND"},
-                                {"sort_target", "CREATE"},
-                                {"limit", kMaxElectionKeys}};
-  StartFetchJson(*client, endpoints[index], "/v3/kv/range", range.dump(), until,
-                 [self = shared_from_this(), index, until](auto answer) {
-                   self->OnRange(index, until, std::move(answer));
-                 });
-}
-
-void EtcdElectionStore::Session::OnRange(size_t index, SteadyClock::time_point until,
-                                         std::variant<nlohmann::json, ProbeFailure> answer) {
-  if (auto* failure = std::get_if<ProbeFailure>(&answer)) return Failed(index, *failure);
-  auto parsed = ParseElectionRange(std::get<nlohmann::json>(answer), prefix, members);
-  if (auto* failure = std::get_if<ProbeFailure>(&parsed)) return Failed(index, *failure);
-  DcsView view = std::get<DcsView>(std::move(parsed));
-  view.endpoint = endpoints[index];
-  if (view.holder_token.empty() || view.lease_id == "0") return Succeeded(index, std::move(view));
-  const nlohmann::json ask = {{"ID", view.lease_id}};
-  StartFetchJson(*client, endpoints[index], "/v3/lease/timetolive", ask.dump(), until,
-                 [self = shared_from_this(), index, view = std::move(view)](auto lease) mutable {
-                   ApplyEtcdLease(lease, view);
-                   self->Succeeded(index, std::move(view));
-                 });
-}
-
-void EtcdElectionStore::Session::Failed(size_t index, ProbeFailure failure) {
-  failure.message = UrlBase(endpoints[index]) + ": " + failure.message;
-  last = std::move(failure);
-  ++attempt;
-  TryNext();
-}
-
-void EtcdElectionStore::Session::Succeeded(size_t index, DcsView view) {
-  preferred = index;
-  if (!witness_spec) return Finish(std::move(view));
-  client->Start(ClaimRequest(witness_target), deadline,
-                [self = shared_from_this(), view = std::move(view)](HttpResult result) mutable {
-                  std::variant<std::string, ProbeFailure> text =
-                      ProbeFailure{ProbeFailureReason::kInternal, ""};
-                  if (auto* failure = std::get_if<ProbeFailure>(&result)) {
-                    text = std::move(*failure);
-                  } else {
-                    text = ClaimText(std::move(std::get<HttpAnswer>(result)));
-                  }
-                  if (auto* failure = std::get_if<ProbeFailure>(&text)) {
-                    view.rejected.push_back("resource witness: " + failure->message);
-                    return self->Finish(std::move(view));
-                  }
-                  auto token = WitnessToken(std::get<std::string>(text), *self->witness_spec);
-                  if (auto* error = std::get_if<std::string>(&token)) {
-                    view.rejected.push_back("resource witness: " + *error);
-                  } else {
-                    view.resource_token = std::get<std::int64_t>(token);
-                  }
-                  self->Finish(std::move(view));
-                });
-}
-
-void EtcdElectionStore::Session::Finish(std::variant<DcsView, ProbeFailure> read) {
-  Done on_done = std::move(done);
-  done = nullptr;
-  if (on_done) on_done(std::move(read));
-}
 
 EtcdElectionStore::EtcdElectionStore(const ClusterSpec& spec, EventLoop& loop)
     : loop_(loop), session_(std::make_shared<Session>(loop, spec)) {}
 
 EtcdElectionStore::~EtcdElectionStore() {
   // The client's handles belong to the loop: close them there (dropping what is in flight).
-  loop_.Post([session = std::move(session_)] { session->client.reset(); });
+  loop_.Post([session = std::move(session_)] { session->reader->Close(); });
 }
 
 void EtcdElectionStore::Start(SteadyClock::time_point deadline, Done done) {
-  session_->Start(deadline, std::move(done));
+  if (!session_->witness_spec) return session_->reader->Start(deadline, std::move(done));
+  std::weak_ptr<Session> weak = session_;
+  session_->reader->Start(deadline, [weak, deadline, done = std::move(done)](auto read) {
+    auto session = weak.lock();
+    auto* view = std::get_if<DcsView>(&read);
+    if (!session || view == nullptr) return done(std::move(read));
+    session->reader->client().Start(
+        ClaimRequest(session->witness_target), deadline,
+        [session, view = std::move(*view), done](HttpResult result) mutable {
+          ApplyWitness(std::move(result), *session->witness_spec, view);
+          done(std::move(view));
+        });
+  });
 }
 
 }  // namespace sbd

@@ -1,18 +1,22 @@
 #include "probes/etcd_watch.h"
 
-#include <httplib.h>
-
+#include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "detector/common/base64.h"
+#include "probes/http_json.h"
+#include "probes/http_loop.h"
 #include "probes/json_fields.h"
 #include "probes/probe.h"
 
 namespace sbd {
 namespace {
 
-constexpr auto kConnectTimeout = std::chrono::seconds(2);
-constexpr auto kQuietTimeout = std::chrono::seconds(30);
+constexpr auto kConnectTimeout = std::chrono::milliseconds(2000);
+constexpr auto kQuietTimeout = std::chrono::milliseconds(30000);
+constexpr size_t kMaxMessageBytes = 1 << 20;  // one JSON line of the stream
 constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(5000);
 
@@ -134,119 +138,172 @@ bool EtcdWatchStream::Feed(const char* data, size_t length, std::vector<EtcdWatc
   return true;
 }
 
-EtcdKeyWatch::EtcdKeyWatch(std::vector<std::string> endpoints, std::string key, Changed on_change)
-    : endpoints_(std::move(endpoints)),
-      key_(std::move(key)),
-      on_change_(std::move(on_change)),
-      thread_([this] { Run(); }) {}
+/// What the watch and the loop share. The counters and `mu`'s fields are thread-safe; the
+/// rest is the loop thread's only.
+struct EtcdKeyWatch::State {
+  State(EventLoop& at, std::vector<std::string> urls, std::string watched,
+        LockWatch::Changed changed)
+      : loop(at),
+        endpoints(std::move(urls)),
+        key(std::move(watched)),
+        on_change(std::move(changed)) {}
 
-EtcdKeyWatch::~EtcdKeyWatch() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-    if (client_ != nullptr) client_->stop();
+  void Start();
+  void Stop();
+  void Follow();
+  std::string OnChunk(std::string_view chunk);
+  void Ended(HttpResult result);
+  /// Handles one message; false when the stream must be dropped.
+  bool Handle(const EtcdWatchMessage& message);
+  void Fire();
+  bool Stopping();
+
+  EventLoop& loop;
+  const std::vector<std::string> endpoints;
+  const std::string key;
+  std::atomic<bool> up{false};
+  std::atomic<std::uint64_t> breaks{0};
+  std::atomic<std::uint64_t> changes{0};
+  std::mutex mu;
+  bool stopping = false;         // guarded by mu
+  LockWatch::Changed on_change;  // guarded by mu; cleared when the watch goes
+  std::string last_failure;      // guarded by mu
+  // Loop thread only.
+  std::unique_ptr<LoopHttpClient> client;
+  std::unique_ptr<LoopTimer> retry;
+  std::unique_ptr<EtcdWatchStream> stream;
+  size_t index = 0;  ///< the endpoint followed
+  std::chrono::milliseconds backoff = kFirstBackoff;
+  bool established = false;
+  SteadyClock::time_point last_bytes{};
+  std::optional<std::string> last_value;  ///< the last value seen ("" after a delete)
+  std::int64_t revision = 0;              ///< the last revision seen
+};
+
+bool EtcdKeyWatch::State::Stopping() {
+  std::lock_guard<std::mutex> lock(mu);
+  return stopping;
+}
+
+void EtcdKeyWatch::State::Fire() {
+  ++changes;
+  std::lock_guard<std::mutex> lock(mu);
+  if (on_change) on_change();
+}
+
+void EtcdKeyWatch::State::Start() {
+  if (Stopping() || endpoints.empty()) return;
+  client = std::make_unique<LoopHttpClient>(loop);
+  retry = std::make_unique<LoopTimer>(loop);
+  Follow();
+}
+
+void EtcdKeyWatch::State::Stop() {
+  client.reset();  // a stream in flight is dropped without an answer
+  retry.reset();
+}
+
+void EtcdKeyWatch::State::Follow() {
+  if (Stopping()) return;
+  nlohmann::json create = {{"key", Base64Encode(key)}, {"progress_notify", true}};
+  if (revision > 0) create["start_revision"] = std::to_string(revision + 1);
+  HttpRequest request;
+  request.url = UrlBase(endpoints[index]) + "/v3/watch";
+  request.post_body = nlohmann::json{{"create_request", create}}.dump();
+  stream = std::make_unique<EtcdWatchStream>(kMaxMessageBytes);
+  established = false;
+  last_bytes = SteadyClock::now();
+  client->StartStream(
+      request, SteadyClock::now() + kConnectTimeout, kQuietTimeout,
+      [this](std::string_view chunk) { return OnChunk(chunk); },
+      [this](HttpResult result) { Ended(std::move(result)); });
+}
+
+std::string EtcdKeyWatch::State::OnChunk(std::string_view chunk) {
+  last_bytes = SteadyClock::now();
+  std::vector<EtcdWatchMessage> messages;
+  const bool usable = stream->Feed(chunk.data(), chunk.size(), &messages);
+  for (const auto& message : messages) {
+    if (!Handle(message)) return message.error;
+    established = established || message.created;
   }
-  cv_.notify_all();
-  thread_.join();
+  return usable ? "" : "the watch stream is unusable";
 }
 
-LockWatchStatus EtcdKeyWatch::Status() const {
-  LockWatchStatus status;
-  status.up = up_.load();
-  status.breaks = breaks_.load();
-  status.changes = changes_.load();
-  return status;
-}
-
-bool EtcdKeyWatch::Pause(std::chrono::milliseconds delay) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return !cv_.wait_for(lock, delay, [this] { return stopping_; });
-}
-
-void EtcdKeyWatch::Run() {
-  if (endpoints_.empty()) return;
-  size_t index = 0;
-  auto backoff = kFirstBackoff;
-  while (true) {
-    const StreamEnd end = Follow(endpoints_[index]);
-    up_ = false;
-    if (end == StreamEnd::kStopped) return;
-    if (end == StreamEnd::kQuiet) continue;  // routine: resume from the last revision at once
-    if (end == StreamEnd::kBroken) {
-      ++breaks_;
-      backoff = kFirstBackoff;
-    }
-    index = (index + 1) % endpoints_.size();
-    if (!Pause(backoff)) return;
-    backoff = std::min(backoff * 2, kMaxBackoff);
-  }
-}
-
-bool EtcdKeyWatch::Handle(const EtcdWatchMessage& message) {
-  revision_ = std::max(revision_, message.revision);
-  if (message.created) up_ = true;
+bool EtcdKeyWatch::State::Handle(const EtcdWatchMessage& message) {
+  revision = std::max(revision, message.revision);
+  if (message.created) up = true;
   if (message.compacted) {
     // Changes in the gap are gone: say the holder may have changed, and start afresh.
-    revision_ = 0;
-    last_value_.reset();
-    ++changes_;
-    on_change_();
+    revision = 0;
+    last_value.reset();
+    Fire();
   }
   if (!message.error.empty()) return false;
   for (const auto& value : message.values) {
     const std::string now = value.value_or("");
-    if (last_value_ && *last_value_ == now) continue;  // a rewrite of the same holder
-    last_value_ = now;
-    ++changes_;
-    on_change_();
+    if (last_value && *last_value == now) continue;  // a rewrite of the same holder
+    last_value = now;
+    Fire();
   }
   return true;
 }
 
-EtcdKeyWatch::StreamEnd EtcdKeyWatch::Follow(const std::string& endpoint) {
-  nlohmann::json create = {{"key", Base64Encode(key_)}, {"progress_notify", true}};
-  if (revision_ > 0) create["start_revision"] = std::to_string(revision_ + 1);
-  httplib::Request request;
-  request.method = "POST";
-  request.path = "/v3/watch";
-  request.body = nlohmann::json{{"create_request", create}}.dump();
-  request.set_header("Content-Type", "application/json");
-  EtcdWatchStream stream;
-  bool established = false;
-  auto last_bytes = SteadyClock::now();
-  request.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
-    last_bytes = SteadyClock::now();
-    std::vector<EtcdWatchMessage> messages;
-    const bool usable = stream.Feed(data, length, &messages);
-    for (const auto& message : messages) {
-      if (!Handle(message)) return false;
-      established = established || message.created;
+void EtcdKeyWatch::State::Ended(HttpResult result) {
+  up = false;
+  if (Stopping()) return;
+  const std::string where = UrlBase(endpoints[index]);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto* failure = std::get_if<ProbeFailure>(&result)) {
+      last_failure = where + ": " + failure->message;
+    } else {
+      last_failure = where + ": the server ended the stream (status " +
+                     std::to_string(std::get<HttpAnswer>(result).status) + ")";
     }
-    return usable;
-  };
-  try {
-    // The endpoint comes from the config; httplib throws on a scheme or port it cannot use.
-    httplib::Client client(endpoint);
-    client.set_connection_timeout(kConnectTimeout);
-    client.set_read_timeout(kQuietTimeout);
-    client.set_keep_alive(false);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return StreamEnd::kStopped;
-      client_ = &client;
-    }
-    httplib::Response response;
-    httplib::Error error = httplib::Error::Success;
-    client.send(request, response, error);
-    std::lock_guard<std::mutex> lock(mu_);
-    client_ = nullptr;
-    if (stopping_) return StreamEnd::kStopped;
-  } catch (const std::exception&) {
-    return StreamEnd::kFailed;
   }
-  if (!established) return StreamEnd::kFailed;
   const bool quiet = SteadyClock::now() - last_bytes >= kQuietTimeout - std::chrono::seconds(1);
-  return quiet ? StreamEnd::kQuiet : StreamEnd::kBroken;
+  auto delay = std::chrono::milliseconds(0);  // quiet is routine: resume at once
+  if (!established || !quiet) {
+    if (established) {
+      ++breaks;
+      backoff = kFirstBackoff;
+    }
+    index = (index + 1) % endpoints.size();
+    delay = backoff;
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+  // From the timer, never from inside the client's callback.
+  retry->Arm(SteadyClock::now() + delay, [this] { Follow(); });
+}
+
+EtcdKeyWatch::EtcdKeyWatch(std::vector<std::string> endpoints, std::string key, Changed on_change,
+                           EventLoop& loop)
+    : state_(std::make_shared<State>(loop, std::move(endpoints), std::move(key),
+                                     std::move(on_change))) {
+  loop.Post([state = state_] { state->Start(); });
+}
+
+EtcdKeyWatch::~EtcdKeyWatch() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stopping = true;
+    state_->on_change = nullptr;  // never called after this
+  }
+  state_->loop.Post([state = state_] { state->Stop(); });
+}
+
+LockWatchStatus EtcdKeyWatch::Status() const {
+  LockWatchStatus status;
+  status.up = state_->up.load();
+  status.breaks = state_->breaks.load();
+  status.changes = state_->changes.load();
+  return status;
+}
+
+std::string EtcdKeyWatch::LastFailure() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->last_failure;
 }
 
 }  // namespace sbd

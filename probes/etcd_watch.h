@@ -1,19 +1,13 @@
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "probes/event_loop.h"
 #include "probes/lock_watch.h"
-
-namespace httplib {
-class Client;
-}
 
 namespace sbd {
 
@@ -47,44 +41,30 @@ class EtcdWatchStream {
 };
 
 /// Watches one etcd key (Patroni's `<namespace>/<scope>/leader`) through the v3 JSON
-/// gateway's streaming POST /v3/watch, and calls `on_change` whenever its value changes
-/// (put with another value, or delete). Endpoints are tried in turn; a broken stream is
-/// re-established with backoff (100 ms doubling to 5 s) from the revision after the last one
-/// seen, so no change is missed unless etcd compacted it (then `on_change` is called once).
-/// A stream quiet for 30 s is re-established without counting as a break. Own thread; the
-/// destructor stops and joins it. Status() is thread-safe.
+/// gateway's streaming POST /v3/watch, on the event loop (issue 25: a LoopHttpClient in
+/// streaming mode, no thread per cluster), and calls `on_change` whenever its value changes
+/// (put with another value, or delete). The status and headers must come within 2 s, each
+/// message (one JSON line) is capped at 1 MiB, and a stream quiet for 30 s is re-established
+/// from the last revision without counting as a break. Endpoints are tried in turn; a broken
+/// stream is re-established with backoff (100 ms doubling to 5 s) from the revision after the
+/// last one seen, so no change is missed unless etcd compacted it (then `on_change` is called
+/// once). Construct and destroy on any thread: after the destructor returns, `on_change` is never
+/// called. Status() and LastFailure() are thread-safe.
 class EtcdKeyWatch : public LockWatch {
  public:
-  EtcdKeyWatch(std::vector<std::string> endpoints, std::string key, Changed on_change);
+  EtcdKeyWatch(std::vector<std::string> endpoints, std::string key, Changed on_change,
+               EventLoop& loop = EventLoop::Shared());
   ~EtcdKeyWatch() override;
   EtcdKeyWatch(const EtcdKeyWatch&) = delete;
   EtcdKeyWatch& operator=(const EtcdKeyWatch&) = delete;
   LockWatchStatus Status() const override;
+  /// Why the latest stream that failed or ended did ("<endpoint>: <reason>"), or "" while none
+  /// has.
+  std::string LastFailure() const;
 
  private:
-  enum class StreamEnd { kStopped, kQuiet, kBroken, kFailed };
-  void Run();
-  /// Follows one stream from `endpoint` until it ends.
-  StreamEnd Follow(const std::string& endpoint);
-  /// Handles one message; false when the stream must be dropped.
-  bool Handle(const EtcdWatchMessage& message);
-  /// Waits `delay` unless stopped; false when stopped.
-  bool Pause(std::chrono::milliseconds delay);
-
-  const std::vector<std::string> endpoints_;
-  const std::string key_;
-  const Changed on_change_;
-  // The watch thread's own: the last value seen ("" after a delete), the last revision.
-  std::optional<std::string> last_value_;
-  std::int64_t revision_ = 0;
-  std::atomic<bool> up_{false};
-  std::atomic<std::uint64_t> breaks_{0};
-  std::atomic<std::uint64_t> changes_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;              // guarded by mu_
-  httplib::Client* client_ = nullptr;  // the stream's client, guarded by mu_ (Stop cuts it)
-  std::thread thread_;                 // last: started once the rest is ready
+  struct State;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace sbd

@@ -1,6 +1,7 @@
 #include "probes/http_loop.h"
 
 #include <curl/curl.h>
+#include <strings.h>
 
 #include <map>
 #include <mutex>
@@ -37,6 +38,8 @@ ProbeFailureReason ReasonOf(CURLcode code) {
     case CURLE_URL_MALFORMAT:
     case CURLE_LOGIN_DENIED:
       return ProbeFailureReason::kConfig;
+    case CURLE_PEER_FAILED_VERIFICATION:
+      return ProbeFailureReason::kAuth;
     case CURLE_GOT_NOTHING:
     case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR:
@@ -73,6 +76,7 @@ struct LoopHttpClient::Impl {
   static size_t OnBody(char* data, size_t size, size_t count, void* userp);
 
   void Start(const HttpRequest& request, SteadyClock::time_point deadline, Done on_done);
+  void ArmIdle();
   void Configure(const HttpRequest& request);
   void Act(curl_socket_t fd);
   void CheckDone();
@@ -99,6 +103,9 @@ struct LoopHttpClient::Impl {
   std::string breach;  // the bound a callback broke, said in the failure
   HttpAnswer answer;
   char error[CURL_ERROR_SIZE] = {};
+  // Streaming mode (StartStream) when `stream` is set: the body goes to it, bounded by `idle`.
+  LoopHttpClient::Chunk stream;
+  std::chrono::milliseconds idle{0};
 };
 
 int LoopHttpClient::Impl::OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*) {
@@ -141,6 +148,7 @@ size_t LoopHttpClient::Impl::OnHeader(char* data, size_t size, size_t count, voi
   }
   if (line == "\r\n" || line == "\n") {  // the end of the headers
     impl->headers_done = true;
+    if (impl->stream) impl->ArmIdle();  // the headers' deadline is met: now the idle bound
     return length;
   }
   if (length > bounds.max_header_line_bytes) {
@@ -152,12 +160,29 @@ size_t LoopHttpClient::Impl::OnHeader(char* data, size_t size, size_t count, voi
     impl->breach = "more than " + std::to_string(bounds.max_headers) + " headers";
     return 0;
   }
+  constexpr std::string_view kDate = "date:";
+  if (line.size() > kDate.size() && strncasecmp(line.data(), kDate.data(), kDate.size()) == 0) {
+    const auto value = line.substr(kDate.size());
+    const auto start = value.find_first_not_of(" \t");
+    const auto end = value.find_last_not_of(" \t\r\n");
+    impl->answer.date.clear();
+    if (start != std::string_view::npos) impl->answer.date = value.substr(start, end - start + 1);
+  }
   return length;
 }
 
 size_t LoopHttpClient::Impl::OnBody(char* data, size_t size, size_t count, void* userp) {
   auto* impl = static_cast<Impl*>(userp);
   const size_t length = size * count;
+  if (impl->stream) {
+    long status = 0;
+    curl_easy_getinfo(impl->easy, CURLINFO_RESPONSE_CODE, &status);
+    impl->breach = status / 100 == 2 ? impl->stream(std::string_view(data, length))
+                                     : "status " + std::to_string(status);
+    if (!impl->breach.empty()) return 0;  // CURLE_WRITE_ERROR
+    impl->ArmIdle();
+    return length;
+  }
   if (impl->answer.body.size() + length > impl->bounds.max_body_bytes) {
     impl->breach = "answer larger than " + std::to_string(impl->bounds.max_body_bytes) + " bytes";
     return 0;  // CURLE_WRITE_ERROR
@@ -175,10 +200,13 @@ void LoopHttpClient::Impl::Configure(const HttpRequest& request) {
   curl_easy_setopt(easy, CURLOPT_PROXY, "");  // no proxy from the environment
   curl_easy_setopt(easy, CURLOPT_NOPROXY, "*");
   curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
-  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms);
+  // A stream has no whole deadline: the headers' one and the idle bound are our timers'.
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, stream ? 0L : timeout_ms);
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
-  curl_easy_setopt(easy, CURLOPT_MAXFILESIZE_LARGE,
-                   static_cast<curl_off_t>(request.bounds.max_body_bytes));
+  if (!stream) {
+    curl_easy_setopt(easy, CURLOPT_MAXFILESIZE_LARGE,
+                     static_cast<curl_off_t>(request.bounds.max_body_bytes));
+  }
   curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Impl::OnHeader);
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, this);
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::OnBody);
@@ -195,7 +223,12 @@ void LoopHttpClient::Impl::Configure(const HttpRequest& request) {
   }
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, header_list);
   const HttpCredentials& tls = request.credentials;
-  if (!tls.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, tls.ca_file.c_str());
+  if (!tls.ca_file.empty()) {
+    curl_easy_setopt(easy, CURLOPT_CAINFO, tls.ca_file.c_str());
+  } else if (!tls.ca_pem.empty()) {
+    curl_blob blob{const_cast<char*>(tls.ca_pem.data()), tls.ca_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &blob);
+  }
   if (!tls.cert_file.empty()) curl_easy_setopt(easy, CURLOPT_SSLCERT, tls.cert_file.c_str());
   if (!tls.key_file.empty()) curl_easy_setopt(easy, CURLOPT_SSLKEY, tls.key_file.c_str());
   if (!tls.bearer_token.empty()) {
@@ -247,9 +280,11 @@ void LoopHttpClient::Impl::Start(const HttpRequest& request, SteadyClock::time_p
   Configure(request);
   answer.sent = SteadyClock::now();
   deadline_timer.Arm(deadline, [this] {
-    Finish(ProbeFailure{
-        ProbeFailureReason::kTimeout,
-        what + ": the answer outlasted the deadline of " + std::to_string(timeout_ms) + " ms"});
+    Finish(ProbeFailure{ProbeFailureReason::kTimeout,
+                        what +
+                            (stream ? ": no status and headers within the deadline of "
+                                    : ": the answer outlasted the deadline of ") +
+                            std::to_string(timeout_ms) + " ms"});
   });
   if (curl_multi_add_handle(multi, easy) != CURLM_OK) {
     DropEasy();
@@ -257,6 +292,15 @@ void LoopHttpClient::Impl::Start(const HttpRequest& request, SteadyClock::time_p
     return FailSoon({ProbeFailureReason::kInternal, what + ": libcurl refused the request"},
                     std::move(done));
   }
+}
+
+void LoopHttpClient::Impl::ArmIdle() {
+  // Re-armed at every chunk; fired from the loop, never from inside libcurl.
+  deadline_timer.Arm(SteadyClock::now() + idle, [this] {
+    Finish(ProbeFailure{
+        ProbeFailureReason::kTimeout,
+        what + ": no bytes for " + std::to_string(idle.count()) + " ms (the stream's idle bound)"});
+  });
 }
 
 void LoopHttpClient::Impl::Act(curl_socket_t fd) {
@@ -329,7 +373,18 @@ LoopHttpClient::~LoopHttpClient() = default;
 
 void LoopHttpClient::Start(const HttpRequest& request, SteadyClock::time_point deadline,
                            Done done) {
+  if (impl_->easy == nullptr) impl_->stream = nullptr;
   impl_->Start(request, deadline, std::move(done));
+}
+
+void LoopHttpClient::StartStream(const HttpRequest& request,
+                                 SteadyClock::time_point headers_deadline,
+                                 std::chrono::milliseconds idle, Chunk chunk, Done done) {
+  if (impl_->easy == nullptr) {  // else Start refuses it, and the one in flight keeps its own
+    impl_->stream = std::move(chunk);
+    impl_->idle = idle;
+  }
+  impl_->Start(request, headers_deadline, std::move(done));
 }
 
 bool LoopHttpClient::busy() const { return impl_->easy != nullptr; }

@@ -1,8 +1,10 @@
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -21,7 +23,8 @@ struct HttpBounds {
 
 /// TLS and authentication of a request. Secrets here are never logged nor put in a failure.
 struct HttpCredentials {
-  std::string ca_file;    ///< empty: the system's CA store
+  std::string ca_file;    ///< empty: `ca_pem`, else the system's CA store
+  std::string ca_pem;     ///< CA certificates (PEM) in memory, when `ca_file` is empty
   std::string cert_file;  ///< client certificate (PEM), with key_file
   std::string key_file;
   std::string bearer_token;  ///< "Authorization: Bearer ..."
@@ -42,6 +45,7 @@ struct HttpRequest {
 struct HttpAnswer {
   long status = 0;
   std::string body;
+  std::string date;                ///< the Date header's value, empty without one
   SteadyClock::time_point sent{};  ///< when the request was handed to libcurl
 };
 
@@ -65,6 +69,17 @@ class LoopHttpClient {
   /// Sends `request`; `done` runs exactly once, on the loop thread, by `deadline` (plus the
   /// loop's own lateness), never from inside Start(). `done` must not destroy this client.
   void Start(const HttpRequest& request, SteadyClock::time_point deadline, Done done);
+  /// What a streamed body's chunk is handed to: "" to go on, else why the stream must stop.
+  using Chunk = std::function<std::string(std::string_view chunk)>;
+  /// Streaming mode (a watch): sends `request` and hands the body of a 2xx answer to `chunk`
+  /// as it arrives, keeping none of it. The connect, the send, the status line and the headers
+  /// must be complete by `headers_deadline` (under the same caps as Start's); then the stream
+  /// lasts until the server ends it, `chunk` stops it, or no byte comes for `idle`. `done` runs
+  /// exactly once, on the loop thread, never from inside StartStream(): an HttpAnswer (status,
+  /// empty body) when the server ended the stream, else a failure naming the bound ("no bytes
+  /// for 30000 ms", "status 404", or `chunk`'s reason). Each message's own cap is `chunk`'s.
+  void StartStream(const HttpRequest& request, SteadyClock::time_point headers_deadline,
+                   std::chrono::milliseconds idle, Chunk chunk, Done done);
   /// True while a request is in flight.
   bool busy() const;
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "detector/config/config.h"
+#include "probes/async_probe.h"
+#include "probes/http_loop.h"
 #include "probes/probe.h"
 
 namespace sbd {
@@ -65,19 +68,24 @@ std::variant<K8sApiAccess, std::string> ParseKubeconfig(const std::string& text,
 
 /// The lock store of a k8s_lease cluster: GET /apis/coordination.k8s.io/v1/namespaces/<ns>/
 /// leases/<name> over HTTPS, the server's certificate verified against the CA, the token (and
-/// kubeconfig) read again at each Read. The time left is computed against the answer's Date
-/// header, the detector's clock only when it has none. Never throws; the token is never in a
-/// message. Not thread-safe: one Read() at a time.
-class K8sLeaseStore : public LockStore {
+/// kubeconfig) read again at each read. The time left is computed against the answer's Date
+/// header, the detector's clock only when it has none. The GET runs on the event loop
+/// (LoopHttpClient), bounded as a whole. Never throws; the token is never in a message. The
+/// object may be destroyed on any thread; Start() on the loop thread only, one at a time.
+class K8sLeaseStore : public AsyncLockStore {
  public:
-  explicit K8sLeaseStore(const ClusterSpec& spec);
-  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+  explicit K8sLeaseStore(const ClusterSpec& spec, EventLoop& loop = EventLoop::Shared());
+  ~K8sLeaseStore() override;
+  K8sLeaseStore(const K8sLeaseStore&) = delete;
+  K8sLeaseStore& operator=(const K8sLeaseStore&) = delete;
+
+  void Start(SteadyClock::time_point deadline, Done done) override;
+  EventLoop& loop() override { return loop_; }
 
  private:
-  std::variant<K8sApiAccess, ProbeFailure> Access() const;
-
-  K8sLeaseSpec spec_;
-  std::vector<MemberSpec> members_;
+  struct Session;
+  EventLoop& loop_;
+  std::shared_ptr<Session> session_;
 };
 
 /// Where a k8s_lease cluster's record is, for people: "Lease <ns>/<name> on <server>", saying

@@ -1,5 +1,4 @@
 // The k8s_lease store's side that talks: kubeconfig, credentials, and the HTTPS GET.
-#include <httplib.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <yaml-cpp/yaml.h>
@@ -113,22 +112,15 @@ std::string HeaderToken(std::string token) {
   return token;
 }
 
-// A PEM bundle as a certificate store httplib takes over; null when it holds no certificate.
-X509_STORE* StoreOf(const std::string& pem) {
+// Whether a PEM bundle holds at least one certificate (the CA data of a kubeconfig).
+bool HoldsCertificate(const std::string& pem) {
   BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-  if (bio == nullptr) return nullptr;
-  X509_STORE* store = X509_STORE_new();
-  int added = 0;
-  while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
-    added += X509_STORE_add_cert(store, cert) == 1 ? 1 : 0;
-    X509_free(cert);
-  }
+  if (bio == nullptr) return false;
+  X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+  const bool found = cert != nullptr;
+  X509_free(cert);
   BIO_free(bio);
-  if (added == 0) {
-    X509_STORE_free(store);
-    return nullptr;
-  }
-  return store;
+  return found;
 }
 
 ProbeFailure Failure(ProbeFailureReason reason, const std::string& message) {
@@ -137,25 +129,45 @@ ProbeFailure Failure(ProbeFailureReason reason, const std::string& message) {
 
 }  // namespace
 
-K8sLeaseStore::K8sLeaseStore(const ClusterSpec& spec)
-    : spec_(spec.k8s_lease), members_(spec.members) {}
+/// What a read needs, shared with the requests in flight. Loop thread only (the client is
+/// made and closed there).
+struct K8sLeaseStore::Session {
+  K8sLeaseSpec spec;
+  std::vector<MemberSpec> members;
+  std::unique_ptr<LoopHttpClient> client;
 
-std::variant<K8sApiAccess, ProbeFailure> K8sLeaseStore::Access() const {
+  std::variant<K8sApiAccess, ProbeFailure> Access() const;
+  std::variant<DcsView, ProbeFailure> Answered(HttpResult result, const std::string& server,
+                                               const std::string& path) const;
+};
+
+K8sLeaseStore::K8sLeaseStore(const ClusterSpec& spec, EventLoop& loop)
+    : loop_(loop), session_(std::make_shared<Session>()) {
+  session_->spec = spec.k8s_lease;
+  session_->members = spec.members;
+}
+
+K8sLeaseStore::~K8sLeaseStore() {
+  // The client's handles belong to the loop: close them there (dropping what is in flight).
+  loop_.Post([session = std::move(session_)] { session->client.reset(); });
+}
+
+std::variant<K8sApiAccess, ProbeFailure> K8sLeaseStore::Session::Access() const {
   K8sApiAccess access;
-  if (!spec_.kubeconfig.empty()) {
-    const std::optional<std::string> text = ReadSmallFile(spec_.kubeconfig);
+  if (!spec.kubeconfig.empty()) {
+    const std::optional<std::string> text = ReadSmallFile(spec.kubeconfig);
     if (!text) return Failure(ProbeFailureReason::kConfig, "kubeconfig unreadable");
-    const size_t slash = spec_.kubeconfig.rfind('/');
+    const size_t slash = spec.kubeconfig.rfind('/');
     auto parsed =
-        ParseKubeconfig(*text, slash == std::string::npos ? "" : spec_.kubeconfig.substr(0, slash));
+        ParseKubeconfig(*text, slash == std::string::npos ? "" : spec.kubeconfig.substr(0, slash));
     if (auto* error = std::get_if<std::string>(&parsed)) {
       return Failure(ProbeFailureReason::kConfig, "kubeconfig: " + *error);
     }
     access = std::get<K8sApiAccess>(std::move(parsed));
   } else {
-    access.server = spec_.api_server;
-    access.ca_file = spec_.ca_file;
-    access.token_file = spec_.token_file;
+    access.server = spec.api_server;
+    access.ca_file = spec.ca_file;
+    access.token_file = spec.token_file;
   }
   if (access.token.empty()) {
     const std::optional<std::string> token = ReadSmallFile(access.token_file);
@@ -184,106 +196,75 @@ ProbeFailure StatusFailure(int status, const std::string& lease) {
   return Failure(ProbeFailureReason::kProtocol, what);
 }
 
-ProbeFailure SendFailure(httplib::Error error, const std::string& lease,
-                         SteadyClock::time_point deadline) {
+// A failure of the GET said as the Lease's: the client's own naming of the request (its path)
+// dropped, a certificate that does not verify said as a refusal.
+ProbeFailure SendFailure(ProbeFailure failure, const std::string& path, const std::string& lease) {
+  const std::string request = "GET " + path + ": ";
+  if (failure.message.rfind(request, 0) == 0) failure.message.erase(0, request.size());
   const std::string what = "GET Lease " + lease + ": ";
-  if (error == httplib::Error::SSLServerVerification) {
-    return Failure(ProbeFailureReason::kAuth,
-                   what +
-                       "refused: the API server's certificate does not verify against the "
-                       "configured CA (or names another host)");
-  }
-  if (error == httplib::Error::SSLConnection) {
-    return Failure(ProbeFailureReason::kProtocol, what + "the TLS handshake failed");
-  }
-  if (SteadyClock::now() >= deadline || error == httplib::Error::Read ||
-      error == httplib::Error::ConnectionTimeout) {
-    return Failure(ProbeFailureReason::kTimeout, what + httplib::to_string(error));
-  }
-  if (error == httplib::Error::Connection) {
-    return Failure(ProbeFailureReason::kRefused, what + httplib::to_string(error));
-  }
-  return Failure(ProbeFailureReason::kInternal, what + httplib::to_string(error));
-}
-
-struct LeaseAnswer {
-  std::string body;
-  std::string date;
-};
-
-std::variant<LeaseAnswer, ProbeFailure> Get(const K8sApiAccess& access, const std::string& path,
-                                            const std::string& lease,
-                                            SteadyClock::time_point deadline) {
-  httplib::Client client(access.server);
-  const auto remaining = deadline - SteadyClock::now();
-  client.set_connection_timeout(remaining);
-  client.set_read_timeout(remaining);
-  client.set_write_timeout(remaining);
-  client.set_keep_alive(false);
-  client.enable_server_certificate_verification(true);
-  if (!access.ca_pem.empty()) {
-    X509_STORE* store = StoreOf(access.ca_pem);
-    if (store == nullptr) {
-      return Failure(ProbeFailureReason::kConfig, "the CA data holds no PEM certificate");
-    }
-    client.set_ca_cert_store(store);  // httplib owns it from here
+  if (failure.reason == ProbeFailureReason::kAuth) {
+    failure.message = what +
+                      "refused: the API server's certificate does not verify against the "
+                      "configured CA (or names another host): " +
+                      failure.message;
   } else {
-    client.set_ca_cert_path(access.ca_file);
+    failure.message = what + failure.message;
   }
-  LeaseAnswer answer;
-  bool too_big = false;
-  httplib::Headers headers = {{"Authorization", "Bearer " + access.token},
-                              {"Accept", "application/json"}};
-  httplib::Result result = client.Get(path.c_str(), headers, [&](const char* data, size_t length) {
-    if (answer.body.size() + length > kMaxLeaseBodyBytes || SteadyClock::now() >= deadline) {
-      too_big = answer.body.size() + length > kMaxLeaseBodyBytes;
-      return false;
-    }
-    answer.body.append(data, length);
-    return true;
-  });
-  if (too_big) {
-    return Failure(ProbeFailureReason::kProtocol, "GET Lease " + lease + ": answer larger than " +
-                                                      std::to_string(kMaxLeaseBodyBytes) +
-                                                      " bytes");
-  }
-  if (!result) return SendFailure(result.error(), lease, deadline);
-  if (result->status != 200) return StatusFailure(result->status, lease);
-  answer.date = result->get_header_value("Date");
-  return answer;
+  return failure;
 }
 
 }  // namespace
 
-std::variant<DcsView, ProbeFailure> K8sLeaseStore::Read(SteadyClock::time_point deadline) {
-  const std::string lease = spec_.lease_namespace + "/" + spec_.lease;
-  if (deadline - SteadyClock::now() <= SteadyClock::duration::zero()) {
-    return Failure(ProbeFailureReason::kTimeout, "GET Lease " + lease + ": no time left");
+std::variant<DcsView, ProbeFailure> K8sLeaseStore::Session::Answered(
+    HttpResult result, const std::string& server, const std::string& path) const {
+  const std::string lease = spec.lease_namespace + "/" + spec.lease;
+  if (auto* failure = std::get_if<ProbeFailure>(&result)) {
+    return SendFailure(std::move(*failure), path, lease);
   }
-  auto access = Access();
-  if (auto* failure = std::get_if<ProbeFailure>(&access)) return *failure;
-  const K8sApiAccess& api = std::get<K8sApiAccess>(access);
-  const std::string path =
-      "/apis/coordination.k8s.io/v1/namespaces/" + spec_.lease_namespace + "/leases/" + spec_.lease;
-  std::variant<LeaseAnswer, ProbeFailure> answer;
-  try {
-    answer = Get(api, path, lease, deadline);
-  } catch (const std::exception&) {
-    // httplib throws on a URL it cannot use; the message could echo it, so it is not shown.
-    return Failure(ProbeFailureReason::kConfig, "GET Lease " + lease + ": unusable server URL");
-  }
-  if (auto* failure = std::get_if<ProbeFailure>(&answer)) return *failure;
-  const LeaseAnswer& got = std::get<LeaseAnswer>(answer);
-  auto parsed = ParseK8sLease(got.body, spec_.lease);
+  const HttpAnswer& answer = std::get<HttpAnswer>(result);
+  if (answer.status != 200) return StatusFailure(static_cast<int>(answer.status), lease);
+  auto parsed = ParseK8sLease(answer.body, spec.lease);
   if (auto* error = std::get_if<std::string>(&parsed)) {
     return Failure(ProbeFailureReason::kProtocol, "Lease " + lease + ": " + *error);
   }
   // The API server's clock, so that skew between it and the detector does not move the time
   // left; the detector's own only when the answer has no usable Date.
-  const WallClock::time_point now = ParseHttpDate(got.date).value_or(WallClock::now());
-  DcsView view = K8sLeaseAsView(std::get<K8sLeaseObject>(parsed), members_, now);
-  view.endpoint = api.server;
+  const WallClock::time_point now = ParseHttpDate(answer.date).value_or(WallClock::now());
+  DcsView view = K8sLeaseAsView(std::get<K8sLeaseObject>(parsed), members, now);
+  view.endpoint = server;
   return view;
+}
+
+void K8sLeaseStore::Start(SteadyClock::time_point deadline, Done done) {
+  Session* session = session_.get();
+  const K8sLeaseSpec& spec = session->spec;
+  auto access = session->Access();  // a few small files: the token may have been rotated
+  if (auto* failure = std::get_if<ProbeFailure>(&access)) {
+    // Posted, as an answer over the network would be: never from inside Start().
+    return loop_.Post([done = std::move(done), failure = *failure] { done(failure); });
+  }
+  const K8sApiAccess& api = std::get<K8sApiAccess>(access);
+  if (api.ca_file.empty() && !HoldsCertificate(api.ca_pem)) {
+    return loop_.Post([done = std::move(done)] {
+      done(Failure(ProbeFailureReason::kConfig, "the CA data holds no PEM certificate"));
+    });
+  }
+  const std::string path =
+      "/apis/coordination.k8s.io/v1/namespaces/" + spec.lease_namespace + "/leases/" + spec.lease;
+  HttpRequest request;
+  request.url = api.server + path;
+  request.headers = {"Accept: application/json"};
+  request.bounds.max_body_bytes = kMaxLeaseBodyBytes;
+  request.credentials.ca_file = api.ca_file;
+  request.credentials.ca_pem = api.ca_pem;
+  request.credentials.bearer_token = api.token;
+  if (!session->client) session->client = std::make_unique<LoopHttpClient>(loop_);
+  // `session` outlives the callback: the client that holds it is the session's.
+  session->client->Start(
+      request, deadline,
+      [session, server = api.server, path, done = std::move(done)](HttpResult result) {
+        done(session->Answered(std::move(result), server, path));
+      });
 }
 
 }  // namespace sbd

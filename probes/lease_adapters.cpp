@@ -184,19 +184,29 @@ DcsView LeaseRecordAsView(const LeaseRecord& record, const std::vector<MemberSpe
   return view;
 }
 
-RedisLeaseStore::RedisLeaseStore(const ClusterSpec& spec)
-    : spec_(spec.redis_lease), members_(spec.members) {}
+RedisLeaseStore::RedisLeaseStore(const ClusterSpec& spec, EventLoop& loop)
+    : spec_(spec.redis_lease), members_(spec.members), loop_(loop) {}
 
-RedisLeaseStore::~RedisLeaseStore() = default;
+RedisLeaseStore::~RedisLeaseStore() {
+  // The reader is the loop's: close it there, after anything in flight.
+  loop_.Post([reader = std::move(reader_)] {
+    if (reader) reader->Close();
+  });
+}
 
-std::variant<DcsView, ProbeFailure> RedisLeaseStore::Read(SteadyClock::time_point deadline) {
+void RedisLeaseStore::Start(SteadyClock::time_point deadline, Done done) {
+  if (reader_ && *reread_) {
+    reader_->Close();
+    reader_.reset();
+  }
+  *reread_ = false;
   if (!reader_) {
     MemberSpec login;
     login.password_file = spec_.password_file;
     login.password_env = spec_.password_env;
     auto password = ResolvePassword(login);
     if (const std::string* error = std::get_if<std::string>(&password)) {
-      return ProbeFailure{ProbeFailureReason::kConfig, *error};
+      return done(ProbeFailure{ProbeFailureReason::kConfig, *error});
     }
     const HostPort at = SplitHostPort(spec_.address, "6379");
     RedisEndpoint endpoint;
@@ -209,15 +219,18 @@ std::variant<DcsView, ProbeFailure> RedisLeaseStore::Read(SteadyClock::time_poin
     keys.pattern = spec_.pattern;
     keys.max_keys = static_cast<size_t>(spec_.max_keys);
     keys.max_iterations = static_cast<size_t>(spec_.max_scan_iterations);
-    reader_ = std::make_unique<RedisLeaseReader>(std::move(endpoint), std::move(keys));
+    reader_ = std::make_shared<LoopLeaseReader>(loop_, std::move(endpoint), std::move(keys));
   }
-  auto record = reader_->Read(deadline);
-  if (auto* failure = std::get_if<ProbeFailure>(&record)) {
-    // A changed password file or variable is read again at the next connect.
-    if (failure->reason == ProbeFailureReason::kAuth) reader_.reset();
-    return *failure;
-  }
-  return LeaseRecordAsView(std::get<LeaseRecord>(record), members_);
+  // The callback holds no pointer to the store, which may be gone by the time it runs.
+  reader_->Start(deadline, [reread = reread_, members = members_, done = std::move(done)](
+                               std::variant<LeaseRecord, ProbeFailure> record) {
+    if (auto* failure = std::get_if<ProbeFailure>(&record)) {
+      // A changed password file or variable is read again at the next connect.
+      if (failure->reason == ProbeFailureReason::kAuth) *reread = true;
+      return done(*failure);
+    }
+    done(LeaseRecordAsView(std::get<LeaseRecord>(record), members));
+  });
 }
 
 }  // namespace sbd

@@ -69,19 +69,26 @@ class LeaseClaimProbe : public AsyncMemberProbe {
 /// Pure; thread-safe.
 DcsView LeaseRecordAsView(const LeaseRecord& record, const std::vector<MemberSpec>& members);
 
-/// The lock store of a redis_lease cluster: RedisLeaseReader on the configured key or pattern,
-/// read only, its password read from the file or environment at each connect. Never throws.
-/// Not thread-safe: one Read() at a time.
-class RedisLeaseStore : public LockStore {
+/// The lock store of a redis_lease cluster: LoopLeaseReader on the configured key or pattern,
+/// on the event loop (a trickling server holds no thread), read only, its password read from
+/// the file or environment at each connect. Never throws. Start() on the loop thread, one at a
+/// time; the object may be destroyed on any thread.
+class RedisLeaseStore : public AsyncLockStore {
  public:
-  explicit RedisLeaseStore(const ClusterSpec& spec);
+  explicit RedisLeaseStore(const ClusterSpec& spec, EventLoop& loop = EventLoop::Shared());
   ~RedisLeaseStore() override;
-  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+  RedisLeaseStore(const RedisLeaseStore&) = delete;
+  RedisLeaseStore& operator=(const RedisLeaseStore&) = delete;
+  void Start(SteadyClock::time_point deadline, Done done) override;
+  EventLoop& loop() override { return loop_; }
 
  private:
   RedisLeaseSpec spec_;
   std::vector<MemberSpec> members_;
-  std::unique_ptr<RedisLeaseReader> reader_;
+  EventLoop& loop_;
+  std::shared_ptr<LoopLeaseReader> reader_;  ///< the loop's; null until a password is read
+  /// Set (on the loop) when a read failed on its login: the password is read again.
+  std::shared_ptr<bool> reread_ = std::make_shared<bool>(false);
 };
 
 }  // namespace sbd

@@ -19,11 +19,11 @@ struct LockWatchStatus {
 /// A lock store's watch on its lock record: it calls `Changed` the moment the store says the
 /// holder changed, so that a round can start at once instead of at the next interval. It only
 /// hastens rounds: polling goes on beside it, so a lost watch costs speed, never detection.
-/// Runs on its own thread from construction; the destructor stops and joins it. Status() is
-/// thread-safe.
+/// Runs from construction (on the event loop for etcd, Sentinel and ZooKeeper: no thread of
+/// its own); after the destructor returns, `Changed` is never called. Status() is thread-safe.
 class LockWatch {
  public:
-  /// Called on the watch's thread; must be quick and thread-safe (Scheduler::Wake is).
+  /// Called on the loop thread; must be quick and thread-safe (Scheduler::Wake is).
   using Changed = std::function<void()>;
   virtual ~LockWatch() = default;
   virtual LockWatchStatus Status() const = 0;

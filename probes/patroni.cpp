@@ -81,17 +81,43 @@ std::optional<ProbeFailure> PatroniRestProbe::ParseCluster(const nlohmann::json&
   return std::nullopt;
 }
 
-std::variant<PatroniReading, ProbeFailure> PatroniRestProbe::Read(
-    SteadyClock::time_point deadline) const {
-  auto own = FetchJson(base_url_, "/patroni", "", deadline);
-  if (auto* failure = std::get_if<ProbeFailure>(&own)) return *failure;
-  auto parsed = ParsePatroni(std::get<nlohmann::json>(own));
-  if (auto* failure = std::get_if<ProbeFailure>(&parsed)) return *failure;
-  PatroniReading reading = std::get<PatroniReading>(std::move(parsed));
-  auto cluster = FetchJson(base_url_, "/cluster", "", deadline);
-  if (auto* failure = std::get_if<ProbeFailure>(&cluster)) return *failure;
-  if (auto failure = ParseCluster(std::get<nlohmann::json>(cluster), &reading)) return *failure;
-  return reading;
+/// The member's REST client and its base URL. Loop thread only (the client is made there).
+struct PatroniRestProbe::Session {
+  std::string base_url;
+  std::unique_ptr<LoopHttpClient> client;
+};
+
+PatroniRestProbe::PatroniRestProbe(std::string base_url, EventLoop& loop)
+    : loop_(loop), session_(std::make_shared<Session>()) {
+  session_->base_url = std::move(base_url);
+}
+
+PatroniRestProbe::~PatroniRestProbe() {
+  // The client's handles belong to the loop: close them there (dropping what is in flight).
+  loop_.Post([session = std::move(session_)] { session->client.reset(); });
+}
+
+void PatroniRestProbe::Start(SteadyClock::time_point deadline, Done done) {
+  if (!session_->client) session_->client = std::make_unique<LoopHttpClient>(loop_);
+  // The session rides in the callbacks: a probe destroyed meanwhile drops them with its client.
+  Session* session = session_.get();
+  StartFetchJson(
+      *session->client, session->base_url, "/patroni", "", deadline,
+      [session, deadline, done = std::move(done)](auto own) {
+        if (auto* failure = std::get_if<ProbeFailure>(&own)) return done(std::move(*failure));
+        auto parsed = ParsePatroni(std::get<nlohmann::json>(own));
+        if (auto* failure = std::get_if<ProbeFailure>(&parsed)) return done(std::move(*failure));
+        StartFetchJson(
+            *session->client, session->base_url, "/cluster", "", deadline,
+            [reading = std::get<PatroniReading>(std::move(parsed)), done](auto cluster) mutable {
+              if (auto* failure = std::get_if<ProbeFailure>(&cluster)) {
+                return done(std::move(*failure));
+              }
+              auto failure = ParseCluster(std::get<nlohmann::json>(cluster), &reading);
+              if (failure) return done(std::move(*failure));
+              done(std::move(reading));
+            });
+      });
 }
 
 }  // namespace sbd

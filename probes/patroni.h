@@ -1,21 +1,30 @@
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <variant>
 
+#include "probes/async_probe.h"
 #include "probes/probe.h"
 
 namespace sbd {
 
 /// Reads a Patroni member's REST API: GET /patroni (its own claim) then GET /cluster (its
-/// view of the cluster), both inside one deadline, with a cap on the answer size. A hung
-/// API is a timeout failure here and never delays the member's PostgreSQL probe, which the
-/// scheduler runs beside it. Stateless between calls; not thread-safe per instance.
-class PatroniRestProbe {
+/// view of the cluster), both inside one deadline, with a cap on the answer size. Every
+/// request runs on the event loop (LoopHttpClient), bounded as a whole: a hung or trickling
+/// API is a timeout failure here, holds no thread, and never delays the member's PostgreSQL
+/// probe, which the scheduler runs beside it. The object may be destroyed on any thread;
+/// Start() on the loop thread only, one at a time.
+class PatroniRestProbe : public AsyncManagerProbe {
  public:
-  explicit PatroniRestProbe(std::string base_url) : base_url_(std::move(base_url)) {}
-  std::variant<PatroniReading, ProbeFailure> Read(SteadyClock::time_point deadline) const;
+  explicit PatroniRestProbe(std::string base_url, EventLoop& loop = EventLoop::Shared());
+  ~PatroniRestProbe() override;
+  PatroniRestProbe(const PatroniRestProbe&) = delete;
+  PatroniRestProbe& operator=(const PatroniRestProbe&) = delete;
+
+  void Start(SteadyClock::time_point deadline, Done done) override;
+  EventLoop& loop() override { return loop_; }
 
   /// Parses GET /patroni's JSON; a failure names what is missing or malformed.
   static std::variant<PatroniReading, ProbeFailure> ParsePatroni(const nlohmann::json& body);
@@ -24,7 +33,9 @@ class PatroniRestProbe {
                                                   PatroniReading* reading);
 
  private:
-  std::string base_url_;
+  struct Session;
+  EventLoop& loop_;
+  std::shared_ptr<Session> session_;
 };
 
 }  // namespace sbd

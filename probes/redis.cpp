@@ -1,6 +1,7 @@
 #include "probes/redis.h"
 
 #include "probes/redis_info.h"
+#include "probes/redis_loop.h"
 
 namespace sbd {
 namespace {
@@ -17,9 +18,6 @@ ProbeFailure ErrorReply(const std::string& text) {
 }
 
 }  // namespace
-
-RedisProbe::RedisProbe(MemberSpec member, std::string username, std::optional<RedisTlsSpec> tls)
-    : member_(std::move(member)), username_(std::move(username)), tls_(std::move(tls)) {}
 
 const std::vector<std::vector<std::string>>& RedisProbe::ReadingCommands() {
   static const std::vector<std::vector<std::string>> commands = {
@@ -46,58 +44,149 @@ std::variant<RedisReading, ProbeFailure> RedisProbe::ReadingFrom(
   return reading;
 }
 
-std::optional<ProbeFailure> RedisProbe::EnsureConnected(SteadyClock::time_point deadline) {
-  if (!client_) {
-    auto password = ResolvePassword(member_);
-    if (auto* error = std::get_if<std::string>(&password)) {
-      return ProbeFailure{ProbeFailureReason::kConfig, *error};
-    }
-    client_ = std::make_unique<RedisClient>(
-        member_.address, username_, std::get<std::optional<std::string>>(std::move(password)),
-        tls_);
-  }
-  auto failure = client_->Connect(deadline);
-  // A password file may change: read it again at the next connect.
-  if (failure) client_.reset();
-  return failure;
-}
+// One member's kept connection and the reading in flight; lives on the loop thread.
+struct RedisProbe::Session : std::enable_shared_from_this<Session> {
+  Session(EventLoop& loop, MemberSpec member, std::string username, std::optional<RedisTlsSpec> tls)
+      : loop(loop),
+        member(std::move(member)),
+        username(std::move(username)),
+        tls(std::move(tls)),
+        timer(loop) {}
 
-Observation RedisProbe::Probe(SteadyClock::time_point deadline, StartGate* gate) {
-  // Arrive at the gate on every failure path, so the other probes do not wait for us.
-  struct Arrival {
-    StartGate* gate;
-    ~Arrival() {
-      if (gate != nullptr) gate->Arrive();
-    }
-  } arrival{gate};
+  void Start(SteadyClock::time_point deadline, std::shared_ptr<LoopGate> gate, Done done);
+  void Connected(std::optional<ProbeFailure> failure);
+  void SendReading();
+  void Answered(LoopRedisConnection::Replies replies);
+  void Finish(std::variant<RedisReading, ProbeFailure> result);
+  void Close();
+
+  EventLoop& loop;
+  MemberSpec member;
+  std::string username;
+  std::optional<RedisTlsSpec> tls;
+  std::shared_ptr<LoopRedisConnection> connection;  ///< null until a password is read
+  LoopTimer timer;
+  // The reading in flight.
+  Done done;
+  std::shared_ptr<LoopGate> gate;
+  SteadyClock::time_point deadline{};
   Observation obs;
-  obs.member = member_.name;
+};
+
+void RedisProbe::Session::Start(SteadyClock::time_point until, std::shared_ptr<LoopGate> at,
+                                Done answer) {
+  done = std::move(answer);
+  gate = std::move(at);
+  deadline = until;
+  obs = Observation{};
+  obs.member = member.name;
   obs.window.sent_wall = WallClock::now();
   obs.window.sent = SteadyClock::now();
-  auto fail = [&](ProbeFailure failure) {
-    obs.window.received = SteadyClock::now();
-    obs.result = std::move(failure);
-    return obs;
-  };
-  if (deadline <= obs.window.sent) return fail({ProbeFailureReason::kTimeout, "no time left"});
-  if (auto failure = EnsureConnected(deadline)) return fail(std::move(*failure));
-  if (gate != nullptr) {
-    arrival.gate = nullptr;
-    gate->ArriveAndWait(deadline);
+  if (deadline <= obs.window.sent) {
+    return Finish(ProbeFailure{ProbeFailureReason::kTimeout, "no time left"});
   }
+  if (!connection) {
+    // A password file may change: it is read again at each new connection.
+    auto password = ResolvePassword(member);
+    if (auto* error = std::get_if<std::string>(&password)) {
+      return Finish(ProbeFailure{ProbeFailureReason::kConfig, *error});
+    }
+    connection =
+        LoopRedisConnection::Create(loop, member.address, username,
+                                    std::get<std::optional<std::string>>(std::move(password)), tls);
+  }
+  std::weak_ptr<Session> weak = shared_from_this();
+  // Waiting at the gate is inside the deadline too.
+  timer.Arm(deadline, [weak] {
+    if (auto self = weak.lock()) {
+      self->Finish(ProbeFailure{ProbeFailureReason::kTimeout, "no reading by the deadline"});
+    }
+  });
+  connection->Connect(deadline, [weak](std::optional<ProbeFailure> failure) {
+    if (auto self = weak.lock()) self->Connected(std::move(failure));
+  });
+}
+
+void RedisProbe::Session::Connected(std::optional<ProbeFailure> failure) {
+  if (!done) return;
+  if (failure) {
+    connection.reset();
+    return Finish(std::move(*failure));
+  }
+  std::weak_ptr<Session> weak = shared_from_this();
+  auto send = [weak] {
+    if (auto self = weak.lock()) self->SendReading();
+  };
+  if (gate) {
+    auto at = std::move(gate);
+    gate.reset();
+    at->Arrive(send);
+    return;
+  }
+  send();
+}
+
+void RedisProbe::Session::SendReading() {
+  if (!done || !connection) return;
   // The reading's window starts when the commands are sent, not when we began connecting.
   obs.window.sent_wall = WallClock::now();
   obs.window.sent = SteadyClock::now();
-  auto replies = client_->Pipeline(ReadingCommands(), deadline);
+  std::weak_ptr<Session> weak = shared_from_this();
+  connection->Pipeline(ReadingCommands(), deadline, [weak](LoopRedisConnection::Replies replies) {
+    if (auto self = weak.lock()) self->Answered(std::move(replies));
+  });
+}
+
+void RedisProbe::Session::Answered(LoopRedisConnection::Replies replies) {
+  if (!done) return;
   obs.window.received = SteadyClock::now();
   if (auto* failure = std::get_if<ProbeFailure>(&replies)) {
-    client_.reset();
-    obs.result = std::move(*failure);
-    return obs;
+    connection.reset();
+    return Finish(std::move(*failure));
   }
-  std::visit([&obs](auto&& value) { obs.result = std::move(value); },
-             ReadingFrom(std::get<std::vector<RedisValue>>(replies)));
-  return obs;
+  Finish(ReadingFrom(RedisValuesOf(std::get<std::vector<RedisReplyPtr>>(replies))));
+}
+
+void RedisProbe::Session::Finish(std::variant<RedisReading, ProbeFailure> result) {
+  if (!done) return;
+  timer.Stop();
+  // A reading given up (its deadline) leaves replies owed on the connection: drop it.
+  if (std::holds_alternative<ProbeFailure>(result) && connection && !connection->connected()) {
+    connection->Close();
+    connection.reset();
+  }
+  if (obs.window.received == SteadyClock::time_point{}) obs.window.received = SteadyClock::now();
+  std::visit([this](auto&& value) { obs.result = std::move(value); }, std::move(result));
+  if (gate) {
+    gate->Leave();  // never ready: the others do not wait for us
+    gate.reset();
+  }
+  auto answer = std::move(done);
+  done = nullptr;
+  answer(std::move(obs));
+}
+
+void RedisProbe::Session::Close() {
+  timer.Stop();
+  if (connection) connection->Close();
+  connection.reset();
+  done = nullptr;
+}
+
+RedisProbe::RedisProbe(MemberSpec member, std::string username, std::optional<RedisTlsSpec> tls,
+                       EventLoop& loop)
+    : loop_(loop),
+      session_(std::make_shared<Session>(loop, std::move(member), std::move(username),
+                                         std::move(tls))) {}
+
+RedisProbe::~RedisProbe() {
+  // The session is the loop's: close it there, after anything in flight.
+  loop_.Post([session = std::move(session_)] { session->Close(); });
+}
+
+void RedisProbe::Start(SteadyClock::time_point deadline, std::shared_ptr<LoopGate> gate,
+                       Done done) {
+  session_->Start(deadline, std::move(gate), std::move(done));
 }
 
 }  // namespace sbd

@@ -28,9 +28,10 @@ RedisValue RedisValueOf(const redisReply& reply);
 class RedisTlsConnection;
 
 /// One kept connection to a Redis server or sentinel (hiredis, blocking, with timeouts), used
-/// by the member probe and the Sentinel lock store. Every call is bounded by its deadline:
-/// the connect by redisConnectWithTimeout, each read and write by redisSetTimeout set to the
-/// time left. With `tls` set, the connection is a RedisTlsConnection instead (same deadlines,
+/// by the Sentinel pub/sub watch on its own threads (the member probe and the lock stores read
+/// on the event loop: LoopRedisConnection, probes/redis_loop.h). Every call is bounded by its
+/// deadline: the connect by redisConnectWithTimeout, each read and write by redisSetTimeout set to
+/// the time left. With `tls` set, the connection is a RedisTlsConnection instead (same deadlines,
 /// same reply caps). Any I/O failure drops the connection; the next call reconnects. Not
 /// thread-safe; not copyable.
 class RedisClient {

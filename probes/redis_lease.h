@@ -1,11 +1,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "probes/event_loop.h"
 #include "probes/probe.h"
 
 struct redisContext;
@@ -89,6 +92,44 @@ class RedisLeaseReader {
   RedisEndpoint endpoint_;
   LeaseKeys keys_;
   redisContext* context_ = nullptr;
+};
+
+class LoopRedisConnection;
+
+/// RedisLeaseReader's read on the event loop (LoopRedisConnection, issue 25): the same commands
+/// and SCAN caps, one deadline for the connect, AUTH, every SCAN round and the keys' replies
+/// together, so a server that trickles holds no thread. The connection is kept between reads
+/// and dropped on any failure. Loop thread only, one Start() at a time; hold it in a shared_ptr.
+class LoopLeaseReader : public std::enable_shared_from_this<LoopLeaseReader> {
+ public:
+  using Done = std::function<void(std::variant<LeaseRecord, ProbeFailure>)>;
+  LoopLeaseReader(EventLoop& loop, RedisEndpoint endpoint, LeaseKeys keys);
+  ~LoopLeaseReader();
+  LoopLeaseReader(const LoopLeaseReader&) = delete;
+  LoopLeaseReader& operator=(const LoopLeaseReader&) = delete;
+
+  /// Reads the lease once; `done` is called on the loop thread by the deadline, never from
+  /// inside Start(). Failures as RedisLeaseReader::Read's.
+  void Start(SteadyClock::time_point deadline, Done done);
+  /// Drops the connection and the read in flight (its `done` is never called).
+  void Close();
+
+ private:
+  void ScanRound();
+  void ReadKeys();
+  void Finish(std::variant<LeaseRecord, ProbeFailure> result);
+
+  EventLoop& loop_;
+  RedisEndpoint endpoint_;
+  LeaseKeys keys_;
+  std::shared_ptr<LoopRedisConnection> connection_;
+  // The read in flight.
+  Done done_;
+  SteadyClock::time_point deadline_{};
+  LeaseRecord record_;
+  std::set<std::string> found_;
+  std::string cursor_;
+  size_t round_ = 0;
 };
 
 }  // namespace sbd

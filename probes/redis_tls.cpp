@@ -43,28 +43,6 @@ int PollFor(int fd, short events, SteadyClock::time_point deadline) {
   }
 }
 
-// OpenSSL's queued error as text (the first, most specific one), and the queue emptied.
-std::string OpenSslError() {
-  const unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  if (code == 0) return "no detail from OpenSSL";
-  char text[256];
-  ERR_error_string_n(code, text, sizeof(text));
-  return text;
-}
-
-bool IsIpLiteral(const std::string& host) {
-  unsigned char buf[sizeof(struct in6_addr)];
-  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
-}
-
-ProbeFailureReason ConnectReason(int err) {
-  if (err == ECONNREFUSED) return ProbeFailureReason::kRefused;
-  if (err == ENETUNREACH || err == EHOSTUNREACH) return ProbeFailureReason::kUnreachable;
-  if (err == ETIMEDOUT) return ProbeFailureReason::kTimeout;
-  return ProbeFailureReason::kConnectionLost;
-}
-
 // A non-blocking connect to one resolved address; the socket, or -1 with `*err` set.
 int ConnectOne(const struct addrinfo& ai, SteadyClock::time_point deadline, int* err) {
   const int fd =
@@ -92,6 +70,76 @@ int ConnectOne(const struct addrinfo& ai, SteadyClock::time_point deadline, int*
 }
 
 }  // namespace
+
+std::string OpenSslError() {
+  const unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return "no detail from OpenSSL";
+  char text[256];
+  ERR_error_string_n(code, text, sizeof(text));
+  return text;
+}
+
+bool IsIpLiteral(const std::string& host) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+ProbeFailureReason ConnectReason(int err) {
+  if (err == ECONNREFUSED) return ProbeFailureReason::kRefused;
+  if (err == ENETUNREACH || err == EHOSTUNREACH) return ProbeFailureReason::kUnreachable;
+  if (err == ETIMEDOUT) return ProbeFailureReason::kTimeout;
+  return ProbeFailureReason::kConnectionLost;
+}
+
+std::optional<ProbeFailure> NewRedisTlsSession(const RedisTlsSpec& tls, const std::string& address,
+                                               int fd, SSL_CTX** ctx, SSL** ssl,
+                                               std::string* name) {
+  const auto failed = [](ProbeFailureReason reason, std::string message) {
+    return ProbeFailure{reason, std::move(message)};
+  };
+  ERR_clear_error();
+  *ctx = SSL_CTX_new(TLS_client_method());
+  if (*ctx == nullptr) return failed(ProbeFailureReason::kInternal, "TLS: " + OpenSslError());
+  SSL_CTX_set_min_proto_version(*ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(*ctx, SSL_VERIFY_PEER, nullptr);
+  if (SSL_CTX_load_verify_locations(*ctx, tls.ca_file.c_str(), nullptr) != 1) {
+    return failed(ProbeFailureReason::kConfig,
+                  "tls_ca_file " + tls.ca_file + ": " + OpenSslError());
+  }
+  if (!tls.cert_file.empty() &&
+      (SSL_CTX_use_certificate_chain_file(*ctx, tls.cert_file.c_str()) != 1 ||
+       SSL_CTX_use_PrivateKey_file(*ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+       SSL_CTX_check_private_key(*ctx) != 1)) {
+    return failed(ProbeFailureReason::kConfig,
+                  "tls_cert_file/tls_key_file " + tls.cert_file + ": " + OpenSslError());
+  }
+  *ssl = SSL_new(*ctx);
+  if (*ssl == nullptr || SSL_set_fd(*ssl, fd) != 1) {
+    return failed(ProbeFailureReason::kInternal, "TLS: " + OpenSslError());
+  }
+  *name = tls.server_name.empty() ? SplitHostPort(address, "6379").host : tls.server_name;
+  const bool named = IsIpLiteral(*name)
+                         ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(*ssl), name->c_str()) == 1
+                         : SSL_set_tlsext_host_name(*ssl, name->c_str()) == 1 &&
+                               SSL_set1_host(*ssl, name->c_str()) == 1;
+  if (!named) return failed(ProbeFailureReason::kConfig, "TLS server name " + *name + " refused");
+  return std::nullopt;
+}
+
+ProbeFailure RedisTlsHandshakeFailure(SSL* ssl, int ssl_error, const std::string& name) {
+  const long verify = SSL_get_verify_result(ssl);
+  if (verify != X509_V_OK) {
+    return {ProbeFailureReason::kProtocol, std::string("TLS certificate verification failed for ") +
+                                               name + ": " + X509_verify_cert_error_string(verify)};
+  }
+  if ((ssl_error == SSL_ERROR_SYSCALL || ssl_error == SSL_ERROR_ZERO_RETURN) &&
+      ERR_peek_error() == 0) {
+    return {ProbeFailureReason::kConnectionLost,
+            "the server closed the connection during the TLS handshake"};
+  }
+  return {ProbeFailureReason::kProtocol, "TLS handshake failed: " + OpenSslError()};
+}
 
 RedisTlsConnection::RedisTlsConnection(std::string address, RedisTlsSpec tls)
     : address_(std::move(address)), tls_(std::move(tls)) {}
@@ -144,33 +192,10 @@ std::optional<ProbeFailure> RedisTlsConnection::Dial(SteadyClock::time_point dea
 }
 
 std::optional<ProbeFailure> RedisTlsConnection::Handshake(SteadyClock::time_point deadline) {
-  ERR_clear_error();
-  ctx_ = SSL_CTX_new(TLS_client_method());
-  if (ctx_ == nullptr) return Failed(ProbeFailureReason::kInternal, "TLS: " + OpenSslError());
-  SSL_CTX_set_min_proto_version(ctx_, TLS1_2_VERSION);
-  SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
-  if (SSL_CTX_load_verify_locations(ctx_, tls_.ca_file.c_str(), nullptr) != 1) {
-    return Failed(ProbeFailureReason::kConfig,
-                  "tls_ca_file " + tls_.ca_file + ": " + OpenSslError());
+  std::string name;
+  if (auto failure = NewRedisTlsSession(tls_, address_, fd_, &ctx_, &ssl_, &name)) {
+    return Failed(failure->reason, failure->message);
   }
-  if (!tls_.cert_file.empty() &&
-      (SSL_CTX_use_certificate_chain_file(ctx_, tls_.cert_file.c_str()) != 1 ||
-       SSL_CTX_use_PrivateKey_file(ctx_, tls_.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
-       SSL_CTX_check_private_key(ctx_) != 1)) {
-    return Failed(ProbeFailureReason::kConfig,
-                  "tls_cert_file/tls_key_file " + tls_.cert_file + ": " + OpenSslError());
-  }
-  ssl_ = SSL_new(ctx_);
-  if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) {
-    return Failed(ProbeFailureReason::kInternal, "TLS: " + OpenSslError());
-  }
-  const std::string name =
-      tls_.server_name.empty() ? SplitHostPort(address_, "6379").host : tls_.server_name;
-  const bool named = IsIpLiteral(name)
-                         ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), name.c_str()) == 1
-                         : SSL_set_tlsext_host_name(ssl_, name.c_str()) == 1 &&
-                               SSL_set1_host(ssl_, name.c_str()) == 1;
-  if (!named) return Failed(ProbeFailureReason::kConfig, "TLS server name " + name + " refused");
   for (;;) {
     ERR_clear_error();
     const int rc = SSL_connect(ssl_);
@@ -180,17 +205,8 @@ std::optional<ProbeFailure> RedisTlsConnection::Handshake(SteadyClock::time_poin
       if (auto late = Wait(error, deadline, "TLS handshake")) return late;
       continue;
     }
-    const long verify = SSL_get_verify_result(ssl_);
-    if (verify != X509_V_OK) {
-      return Failed(ProbeFailureReason::kProtocol,
-                    std::string("TLS certificate verification failed for ") + name + ": " +
-                        X509_verify_cert_error_string(verify));
-    }
-    if ((error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN) && ERR_peek_error() == 0) {
-      return Failed(ProbeFailureReason::kConnectionLost,
-                    "the server closed the connection during the TLS handshake");
-    }
-    return Failed(ProbeFailureReason::kProtocol, "TLS handshake failed: " + OpenSslError());
+    const ProbeFailure failure = RedisTlsHandshakeFailure(ssl_, error, name);
+    return Failed(failure.reason, failure.message);
   }
 }
 
@@ -268,7 +284,7 @@ std::variant<void*, ProbeFailure> RedisTlsConnection::ReadReply(SteadyClock::tim
   }
 }
 
-std::optional<std::string> RedisTlsConnection::Format(
+std::optional<std::string> FormatRedisCommands(
     const std::vector<std::vector<std::string>>& commands) {
   std::string bytes;
   for (const auto& command : commands) {
@@ -291,7 +307,7 @@ std::optional<std::string> RedisTlsConnection::Format(
 std::optional<ProbeFailure> RedisTlsConnection::Send(const std::vector<std::string>& command,
                                                      SteadyClock::time_point deadline) {
   if (!connected()) return ProbeFailure{ProbeFailureReason::kInternal, "not connected"};
-  const std::optional<std::string> bytes = Format({command});
+  const std::optional<std::string> bytes = FormatRedisCommands({command});
   if (!bytes) return Failed(ProbeFailureReason::kInternal, "sending: out of memory");
   return WriteAll(*bytes, deadline);
 }
@@ -305,7 +321,7 @@ std::variant<void*, ProbeFailure> RedisTlsConnection::ReadPushed(SteadyClock::ti
 std::variant<std::vector<RedisValue>, ProbeFailure> RedisTlsConnection::Pipeline(
     const std::vector<std::vector<std::string>>& commands, SteadyClock::time_point deadline) {
   if (!connected()) return ProbeFailure{ProbeFailureReason::kInternal, "not connected"};
-  const std::optional<std::string> bytes = Format(commands);
+  const std::optional<std::string> bytes = FormatRedisCommands(commands);
   if (!bytes) return Failed(ProbeFailureReason::kInternal, "sending: out of memory");
   if (auto failure = WriteAll(*bytes, deadline)) return *failure;
   std::vector<RedisValue> values;

@@ -16,6 +16,31 @@ namespace sbd {
 
 struct RedisValue;
 
+/// OpenSSL's queued error as text (the first, most specific one), and the queue emptied.
+std::string OpenSslError();
+/// True when `host` is an IPv4 or IPv6 address literal.
+bool IsIpLiteral(const std::string& host);
+/// What a connect() that ended with `err` failed as.
+ProbeFailureReason ConnectReason(int err);
+
+/// The commands in Redis' wire format (hiredis' redisFormatCommandArgv, one after another);
+/// nullopt when hiredis refuses one. Shared by the blocking and the event-loop connection.
+std::optional<std::string> FormatRedisCommands(
+    const std::vector<std::vector<std::string>>& commands);
+
+/// A TLS client session over the connected socket `fd`, set up as `tls` says: TLS 1.2 or later,
+/// the peer's certificate verified against `tls.ca_file` and for `tls.server_name` (default:
+/// the host of `address`; an IP literal must be among its IP SANs), and the client certificate
+/// when configured. On success `*ctx` and `*ssl` are set, the caller frees them, and `*name` is
+/// the name verified; a failure names the key at fault (`config`) or OpenSSL's reason. Shared by
+/// the blocking and the event-loop connection.
+std::optional<ProbeFailure> NewRedisTlsSession(const RedisTlsSpec& tls, const std::string& address,
+                                               int fd, ssl_ctx_st** ctx, ssl_st** ssl,
+                                               std::string* name);
+/// Why SSL_connect failed with `ssl_error` (neither WANT_READ nor WANT_WRITE) on `ssl`, for the
+/// server `name`: a certificate that does not verify, the server closing, or OpenSSL's reason.
+ProbeFailure RedisTlsHandshakeFailure(ssl_st* ssl, int ssl_error, const std::string& name);
+
 /// One TLS connection to a Redis server or sentinel (OpenSSL over a non-blocking socket):
 /// the peer's certificate must chain to the configured CA and name the server; commands are
 /// formatted by hiredis (redisFormatCommandArgv) and replies parsed by its reader, under the
@@ -53,7 +78,6 @@ class RedisTlsConnection {
   std::variant<void*, ProbeFailure> ReadReply(SteadyClock::time_point deadline, std::size_t* budget,
                                               bool idle_ok = false);
   /// The commands in the wire format, or nullopt when hiredis could not format them.
-  static std::optional<std::string> Format(const std::vector<std::vector<std::string>>& commands);
   /// Waits until the socket is ready for what OpenSSL asked (`ssl_error` WANT_READ/WRITE).
   std::optional<ProbeFailure> Wait(int ssl_error, SteadyClock::time_point deadline,
                                    const char* doing);

@@ -30,7 +30,21 @@ void* CreateString(const redisReadTask* task, char* str, size_t len) {
   return Defaults()->createString(task, str, len);
 }
 
+std::string TooManyElements(int elements) {
+  return "an array of " + std::to_string(elements) + " elements takes the reply over " +
+         std::to_string(kMaxRedisArrayElements) + " array elements";
+}
+
 void* CreateArray(const redisReadTask* task, int elements) {
+  // A reader with caps of its own (LimitRedisReader(reader, caps)) counts there.
+  if (auto* caps = static_cast<RedisReplyCaps*>(task->privdata)) {
+    if (elements > caps->elements_left) {
+      caps->refused_elements = elements;
+      return nullptr;
+    }
+    if (elements > 0) caps->elements_left -= elements;
+    return Defaults()->createArray(task, elements);
+  }
   if (elements > t_elements_left) {
     t_refused_elements = elements;
     return nullptr;
@@ -83,8 +97,18 @@ std::optional<std::string> RefusedArrayError() {
   if (t_refused_elements < 0) return std::nullopt;
   const int elements = t_refused_elements;
   t_refused_elements = -1;
-  return "an array of " + std::to_string(elements) + " elements takes the reply over " +
-         std::to_string(kMaxRedisArrayElements) + " array elements";
+  return TooManyElements(elements);
+}
+
+std::optional<std::string> RedisReplyCaps::RefusedArrayError() const {
+  if (refused_elements < 0) return std::nullopt;
+  return TooManyElements(refused_elements);
+}
+
+void LimitRedisReader(redisReader* reader, RedisReplyCaps* caps) {
+  if (reader == nullptr || Defaults() == nullptr || reader->fn != Defaults()) return;
+  reader->privdata = caps;
+  reader->fn = &g_limited;
 }
 
 int GetReplyBounded(redisContext* context, void** reply, std::size_t* budget) {

@@ -27,6 +27,25 @@ void LimitRedisReplies(redisContext* context);
 /// with BeginBoundedReply() before each reply and RefusedArrayError() after a reader error.
 void LimitRedisReader(redisReader* reader);
 
+/// One reader's own count of the array elements its reply announces, for readers that share a
+/// thread with others (the event loop reads every connection's replies on one thread, a reply
+/// half read on each): the count then cannot leak from one connection's reply into another's.
+struct RedisReplyCaps {
+  long long elements_left = kMaxRedisArrayElements;
+  int refused_elements = -1;  ///< the announcement refused, if any
+  /// Starts counting a new reply.
+  void Begin() {
+    elements_left = kMaxRedisArrayElements;
+    refused_elements = -1;
+  }
+  /// After the reader failed: the words for an array over the element cap, if that was why.
+  std::optional<std::string> RefusedArrayError() const;
+};
+
+/// LimitRedisReader with the count kept in `caps` (which must outlive the reader) instead of
+/// the thread's: call caps->Begin() before each reply.
+void LimitRedisReader(redisReader* reader, RedisReplyCaps* caps);
+
 /// Starts counting a new reply's array elements on this thread.
 void BeginBoundedReply();
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "probes/redis_loop.h"
 #include "probes/sentinel_watch.h"
 
 namespace sbd {
@@ -16,41 +17,8 @@ std::string NamedMember(const std::string& address, const std::vector<MemberSpec
   return address;
 }
 
-}  // namespace
-
-SentinelStore::SentinelStore(std::vector<std::string> sentinels, std::string master_name,
-                             std::vector<MemberSpec> members, SentinelAuth auth)
-    : sentinels_(std::move(sentinels)),
-      master_name_(std::move(master_name)),
-      members_(std::move(members)),
-      auth_(std::move(auth)),
-      clients_(sentinels_.size()) {}
-
-std::variant<SentinelView, ProbeFailure> SentinelStore::Ask(size_t index,
-                                                            SteadyClock::time_point deadline) {
-  std::unique_ptr<RedisClient>& client = clients_[index];
-  if (!client) {
-    MemberSpec source;  // the one password resolver, for the sentinels' own sources
-    source.password_file = auth_.password_file;
-    source.password_env = auth_.password_env;
-    auto password = ResolvePassword(source);
-    if (auto* error = std::get_if<std::string>(&password)) {
-      return ProbeFailure{ProbeFailureReason::kConfig, *error};
-    }
-    client = std::make_unique<RedisClient>(
-        sentinels_[index], auth_.username,
-        std::get<std::optional<std::string>>(std::move(password)), auth_.tls);
-  }
-  if (auto failure = client->Connect(deadline)) {
-    client.reset();  // a password file may change: read it again at the next connect
-    return *failure;
-  }
-  RedisClient& sentinel = *client;
-  auto replies = sentinel.Pipeline(
-      {{"SENTINEL", "get-master-addr-by-name", master_name_}, {"SENTINEL", "master", master_name_}},
-      deadline);
-  if (auto* failure = std::get_if<ProbeFailure>(&replies)) return *failure;
-  const auto& values = std::get<std::vector<RedisValue>>(replies);
+// One sentinel's answer to SENTINEL get-master-addr-by-name and SENTINEL master.
+std::variant<SentinelView, ProbeFailure> AnswerOf(const std::vector<RedisValue>& values) {
   for (const RedisValue& value : values) {
     if (value.error) {
       // Asked without a password, or as a user without the SENTINEL subcommands.
@@ -66,35 +34,175 @@ std::variant<SentinelView, ProbeFailure> SentinelStore::Ask(size_t index,
   return std::get<SentinelView>(view);
 }
 
-std::variant<DcsView, ProbeFailure> SentinelStore::Read(SteadyClock::time_point deadline) {
-  std::vector<std::variant<SentinelView, ProbeFailure>> answers;
-  for (size_t i = 0; i < clients_.size(); ++i) {
-    // An equal share of what is left, so one hung sentinel cannot starve the others.
-    const auto now = SteadyClock::now();
-    const auto share = deadline > now ? (deadline - now) / static_cast<int>(clients_.size() - i)
-                                      : SteadyClock::duration::zero();
-    answers.push_back(Ask(i, now + share));
-  }
-  int minority_votes = 0;
-  auto record = Vote(sentinels_, answers, members_, &minority_votes);
-  if (auto* view = std::get_if<DcsView>(&record)) {
-    RememberHolder(*view);
-    BoundHandover(*view, minority_votes, handover_clock_, WallClock::now());
-  }
-  return record;
+}  // namespace
+
+// The sentinels' kept connections, what the store remembers between reads, and the read in
+// flight; lives on the loop thread.
+struct SentinelStore::Session : std::enable_shared_from_this<Session> {
+  using Answer = std::variant<SentinelView, ProbeFailure>;
+  Session(EventLoop& loop, std::vector<std::string> sentinels, std::string master_name,
+          std::vector<MemberSpec> members, SentinelAuth auth)
+      : loop(loop),
+        sentinels(std::move(sentinels)),
+        master_name(std::move(master_name)),
+        members(std::move(members)),
+        auth(std::move(auth)),
+        connections(this->sentinels.size()),
+        timer(loop) {}
+
+  void Start(SteadyClock::time_point deadline, Done answer);
+  void Ask(size_t index, SteadyClock::time_point deadline);
+  void Answered(std::uint64_t read, size_t index, Answer answer);
+  void Complete();
+  void RememberHolder(DcsView& view);
+  void Close();
+
+  EventLoop& loop;
+  std::vector<std::string> sentinels;
+  std::string master_name;
+  std::vector<MemberSpec> members;
+  SentinelAuth auth;
+  /// One per sentinel; null until a password is read, and again after a failure.
+  std::vector<std::shared_ptr<LoopRedisConnection>> connections;
+  LoopTimer timer;
+  std::string holder;
+  std::string previous_holder;
+  std::optional<WallClock::time_point> holder_changed_at;
+  HandoverClock handover_clock;
+  // The read in flight.
+  std::uint64_t read = 0;
+  Done done;
+  std::vector<std::optional<Answer>> answers;
+  size_t outstanding = 0;
+};
+
+void SentinelStore::Session::Start(SteadyClock::time_point deadline, Done answer) {
+  ++read;
+  done = std::move(answer);
+  answers.assign(sentinels.size(), std::nullopt);
+  outstanding = sentinels.size();
+  if (sentinels.empty()) return Complete();
+  std::weak_ptr<Session> weak = shared_from_this();
+  const std::uint64_t this_read = read;
+  // A backstop: each connection answers by the deadline on its own.
+  const auto bound =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+  timer.Arm(deadline, [weak, this_read, bound] {
+    auto self = weak.lock();
+    if (!self || self->read != this_read || !self->done) return;
+    for (size_t i = 0; i < self->answers.size(); ++i) {
+      if (self->answers[i]) continue;
+      if (self->connections[i]) self->connections[i]->Close();
+      self->connections[i].reset();
+      self->Answered(this_read, i,
+                     ProbeFailure{ProbeFailureReason::kTimeout,
+                                  self->sentinels[i] + ": no answer within the deadline of " +
+                                      std::to_string(bound.count()) + " ms"});
+    }
+  });
+  for (size_t i = 0; i < sentinels.size() && done && read == this_read; ++i) Ask(i, deadline);
 }
 
-void SentinelStore::RememberHolder(DcsView& view) {
-  if (!view.holder.empty() && view.holder != holder_) {
-    if (!holder_.empty()) {
-      previous_holder_ = holder_;
-      holder_changed_at_ = WallClock::now();
+void SentinelStore::Session::Ask(size_t index, SteadyClock::time_point deadline) {
+  std::shared_ptr<LoopRedisConnection>& connection = connections[index];
+  if (!connection) {
+    MemberSpec source;  // the one password resolver, for the sentinels' own sources
+    source.password_file = auth.password_file;
+    source.password_env = auth.password_env;
+    auto password = ResolvePassword(source);
+    if (auto* error = std::get_if<std::string>(&password)) {
+      return Answered(read, index, ProbeFailure{ProbeFailureReason::kConfig, *error});
     }
-    holder_ = view.holder;
+    connection = LoopRedisConnection::Create(
+        loop, sentinels[index], auth.username,
+        std::get<std::optional<std::string>>(std::move(password)), auth.tls);
   }
-  view.previous_holder = previous_holder_;
-  view.holder_changed_at = holder_changed_at_;
+  std::weak_ptr<Session> weak = shared_from_this();
+  const std::uint64_t this_read = read;
+  std::vector<std::vector<std::string>> commands = {
+      {"SENTINEL", "get-master-addr-by-name", master_name}, {"SENTINEL", "master", master_name}};
+  connection->Connect(deadline, [weak, this_read, index, deadline,
+                                 commands](std::optional<ProbeFailure> failure) {
+    auto self = weak.lock();
+    if (!self || self->read != this_read || !self->done) return;
+    if (failure) return self->Answered(this_read, index, std::move(*failure));
+    if (!self->connections[index]) return;
+    self->connections[index]->Pipeline(
+        commands, deadline, [weak, this_read, index](LoopRedisConnection::Replies replies) {
+          auto again = weak.lock();
+          if (!again || again->read != this_read) return;
+          if (auto* failure = std::get_if<ProbeFailure>(&replies)) {
+            return again->Answered(this_read, index, std::move(*failure));
+          }
+          again->Answered(this_read, index,
+                          AnswerOf(RedisValuesOf(std::get<std::vector<RedisReplyPtr>>(replies))));
+        });
+  });
+}
+
+void SentinelStore::Session::Answered(std::uint64_t of_read, size_t index, Answer answer) {
+  if (of_read != read || !done || answers[index]) return;
+  // A failed connection is dialed again (and its password read again) at the next read.
+  if (std::holds_alternative<ProbeFailure>(answer)) connections[index].reset();
+  answers[index] = std::move(answer);
+  if (--outstanding == 0) Complete();
+}
+
+void SentinelStore::Session::Complete() {
+  timer.Stop();
+  std::vector<Answer> all;
+  for (auto& answer : answers) all.push_back(std::move(*answer));
+  answers.clear();
+  int minority_votes = 0;
+  auto record = Vote(sentinels, all, members, &minority_votes);
+  if (auto* view = std::get_if<DcsView>(&record)) {
+    RememberHolder(*view);
+    BoundHandover(*view, minority_votes, handover_clock, WallClock::now());
+  }
+  auto answer = std::move(done);
+  done = nullptr;
+  answer(std::move(record));
+}
+
+void SentinelStore::Session::RememberHolder(DcsView& view) {
+  if (!view.holder.empty() && view.holder != holder) {
+    if (!holder.empty()) {
+      previous_holder = holder;
+      holder_changed_at = WallClock::now();
+    }
+    holder = view.holder;
+  }
+  view.previous_holder = previous_holder;
+  view.holder_changed_at = holder_changed_at;
   view.handover_bound = kSentinelHandoverBound;
+}
+
+void SentinelStore::Session::Close() {
+  ++read;
+  timer.Stop();
+  done = nullptr;
+  for (auto& connection : connections) {
+    if (connection) connection->Close();
+    connection.reset();
+  }
+}
+
+SentinelStore::SentinelStore(std::vector<std::string> sentinels, std::string master_name,
+                             std::vector<MemberSpec> members, SentinelAuth auth, EventLoop& loop)
+    : sentinels_(sentinels),
+      master_name_(master_name),
+      auth_(auth),
+      loop_(loop),
+      session_(std::make_shared<Session>(loop, std::move(sentinels), std::move(master_name),
+                                         std::move(members), std::move(auth))) {}
+
+SentinelStore::~SentinelStore() {
+  // The session is the loop's: close it there, after anything in flight.
+  loop_.Post([session = std::move(session_)] { session->Close(); });
+}
+
+void SentinelStore::Start(SteadyClock::time_point deadline, Done done) {
+  session_->Start(deadline, std::move(done));
 }
 
 void SentinelStore::BoundHandover(DcsView& view, int minority_votes, HandoverClock& clock,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "detector/config/config.h"
+#include "probes/async_probe.h"
 #include "probes/probe.h"
 #include "probes/redis_client.h"
 #include "probes/redis_info.h"
@@ -36,20 +37,26 @@ struct SentinelAuth {
 
 /// Sentinel's record of a Redis replication group: every configured sentinel is asked
 /// `SENTINEL get-master-addr-by-name` and `SENTINEL master` (one round trip each, over a kept
-/// connection, each sentinel with an equal share of the deadline), and the master a strict
-/// majority of the configured sentinels names is the holder; its config-epoch is the epoch
+/// connection on the event loop: every sentinel is asked at once, each within the whole
+/// deadline, so a hung sentinel costs no other one's time and holds no thread), and the master a
+/// strict majority of the configured sentinels names is the holder; its config-epoch is the epoch
 /// (the fencing token of a failover). Sentinels that disagree or do not answer go into
 /// `DcsView::dissent`. A failover is `handover_in_progress` while a strict majority of the
 /// configured sentinels report it (in progress, or a newer master than the majority's), for at
 /// most kSentinelHandoverBound; a minority's report is dissent, and believed only in its first
-/// kSentinelAgreementBound (see BoundHandover). Read-only. Not thread-safe: one Read() at a
-/// time.
-class SentinelStore : public LockStore {
+/// kSentinelAgreementBound (see BoundHandover). Read-only. Start() on the loop thread, one at a
+/// time; the object may be destroyed on any thread.
+class SentinelStore : public AsyncLockStore {
  public:
   /// `members` map the address Sentinel names to a member's name.
   SentinelStore(std::vector<std::string> sentinels, std::string master_name,
-                std::vector<MemberSpec> members, SentinelAuth auth = {});
-  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+                std::vector<MemberSpec> members, SentinelAuth auth = {},
+                EventLoop& loop = EventLoop::Shared());
+  ~SentinelStore() override;
+  SentinelStore(const SentinelStore&) = delete;
+  SentinelStore& operator=(const SentinelStore&) = delete;
+  void Start(SteadyClock::time_point deadline, Done done) override;
+  EventLoop& loop() override { return loop_; }
   /// A SentinelWatch on the same sentinels: +switch-master, +sdown and +odown of the group.
   std::unique_ptr<LockWatch> Watch(LockWatch::Changed on_change) override;
 
@@ -78,22 +85,12 @@ class SentinelStore : public LockStore {
                             WallClock::time_point now);
 
  private:
-  /// Asks sentinel `index`, connecting (with AUTH) first when it has no connection.
-  std::variant<SentinelView, ProbeFailure> Ask(size_t index, SteadyClock::time_point deadline);
-
+  struct Session;
   std::vector<std::string> sentinels_;
   std::string master_name_;
-  std::vector<MemberSpec> members_;
   SentinelAuth auth_;
-  /// Fills the record's previous holder and when this store saw the holder change.
-  void RememberHolder(DcsView& view);
-
-  /// One per sentinel; null until connected, and again after a failed connect.
-  std::vector<std::unique_ptr<RedisClient>> clients_;
-  std::string holder_;
-  std::string previous_holder_;
-  std::optional<WallClock::time_point> holder_changed_at_;
-  HandoverClock handover_clock_;
+  EventLoop& loop_;
+  std::shared_ptr<Session> session_;
 };
 
 }  // namespace sbd

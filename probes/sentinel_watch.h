@@ -1,13 +1,10 @@
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
-#include <cstdint>
-#include <mutex>
+#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "probes/event_loop.h"
 #include "probes/lock_watch.h"
 #include "probes/sentinel.h"
 
@@ -20,19 +17,23 @@ namespace sbd {
 bool SentinelEventConcerns(const std::string& channel, const std::string& payload,
                            const std::string& master_name);
 
-/// Watches a Redis group's master through Sentinel's pub/sub: one thread per sentinel keeps a
-/// connection SUBSCRIBEd to +switch-master, +sdown and +odown, and calls `on_change` on every
-/// event that concerns `master_name`. It connects as the SentinelStore does (RedisClient:
-/// AUTH with `auth`'s user and password, read again at each connect; TLS when `auth.tls`),
-/// and reads each message under the store's reply caps (kMaxRedisArrayElements array
-/// elements, kMaxRedisPipelineBytes bytes). A lost connection is re-established with backoff
-/// (100 ms doubling to 5 s) and counted as a break; `up` while at least one sentinel's
-/// subscription stands. The destructor stops and joins every thread (within about 250 ms).
-/// Status() and LastFailure() are thread-safe.
+/// Watches a Redis group's master through Sentinel's pub/sub, on the event loop (issue 25): one
+/// LoopRedisConnection per sentinel in subscribe mode stays SUBSCRIBEd to +switch-master, +sdown
+/// and +odown, and `on_change` is called on every event that concerns `master_name`. No thread
+/// is held, however many sentinels and clusters are watched. It connects as the SentinelStore
+/// does (AUTH with `auth`'s user and password, read again at each connect; TLS when `auth.tls`),
+/// within 2 s for the connect and 2 s for the subscription's confirmations; after that each
+/// pushed reply is capped as the store's replies are (kMaxRedisArrayElements array elements,
+/// kMaxRedisPipelineBytes bytes) and, once begun, must be complete within 2 s. A breach ends that
+/// subscription naming the bound. A lost subscription is re-established with backoff (100 ms
+/// doubling to 5 s) and counted as a break; `up` while at least one sentinel's subscription
+/// stands. Construct and destroy on any thread: after the destructor returns, `on_change` is
+/// never called (the connections close on the loop soon after). Status() and LastFailure() are
+/// thread-safe.
 class SentinelWatch : public LockWatch {
  public:
   SentinelWatch(std::vector<std::string> sentinels, std::string master_name, Changed on_change,
-                SentinelAuth auth = {});
+                SentinelAuth auth = {}, EventLoop& loop = EventLoop::Shared());
   ~SentinelWatch() override;
   SentinelWatch(const SentinelWatch&) = delete;
   SentinelWatch& operator=(const SentinelWatch&) = delete;
@@ -42,26 +43,8 @@ class SentinelWatch : public LockWatch {
   std::string LastFailure() const;
 
  private:
-  /// Follows one sentinel until stopped.
-  void Run(const std::string& address);
-  /// One subscription on `address`: true when it was established before it ended.
-  bool Follow(const std::string& address);
-  /// Reads `client`'s pushes until stopped or failed; counts the subscription and the events.
-  void Listen(RedisClient& client, bool* subscribed);
-  bool Stopping() const;
-  void Failed(const std::string& why);
-
-  const std::string master_name_;
-  const Changed on_change_;
-  const SentinelAuth auth_;
-  std::atomic<int> subscribed_{0};
-  std::atomic<std::uint64_t> breaks_{0};
-  std::atomic<std::uint64_t> changes_{0};
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;     // guarded by mu_
-  std::string last_failure_;  // guarded by mu_
-  std::vector<std::thread> threads_;
+  struct State;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace sbd

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <future>
 
 #include "detector/common/logfmt.h"
 #include "suppressors/silence_fetch.h"
@@ -18,11 +17,9 @@ constexpr size_t kMaxSilencesBytes = 8 << 20;
 
 SilenceDeclarations AlertmanagerSilenceReader::Read(const AlertmanagerSilencesSpec& spec,
                                                     Millis max_duration, WallTime now) {
-  std::vector<std::future<std::variant<std::string, std::string>>> fetches;
-  for (const auto& url : spec.alertmanager_urls) {
-    fetches.push_back(
-        std::async(std::launch::async, FetchSilences, url, spec.timeout, kMaxSilencesBytes));
-  }
+  // Every Alertmanager at once, on the event loop: no thread per Alertmanager.
+  std::vector<SilencesFetch> fetches =
+      FetchAllSilences(spec.alertmanager_urls, spec.timeout, kMaxSilencesBytes);
   std::map<std::string, SilenceReadout> last;
   std::vector<SilenceReadout> readouts;
   std::vector<SilenceSourceStatus> sources;
@@ -30,7 +27,7 @@ SilenceDeclarations AlertmanagerSilenceReader::Read(const AlertmanagerSilencesSp
     const std::string& url = spec.alertmanager_urls[i];
     SilenceSourceStatus status = status_[url];
     status.alertmanager = RedactUrl(url);
-    auto fetched = fetches[i].get();
+    SilencesFetch& fetched = fetches[i];
     std::variant<SilenceReadout, std::string> parsed =
         fetched.index() == 0
             ? ParseSilences(std::get<0>(fetched), status.alertmanager, now, max_duration, spec)

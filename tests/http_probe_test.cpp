@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "probes/http_loop.h"
 #include "probes/patroni.h"
 #include "tests/support/hostile_http.h"
+#include "tests/support/process.h"
 
 namespace sbd {
 namespace {
@@ -432,6 +434,177 @@ TEST_CASE("LoopHttpClient: silence, a closed port and another scheme are failure
   HttpResult file = RequestOnLoop(request, milliseconds(500), &took);
   REQUIRE(std::holds_alternative<ProbeFailure>(file));
   CHECK(std::get<ProbeFailure>(file).reason == ProbeFailureReason::kConfig);
+}
+
+namespace {
+
+// An etcd gateway that holds /service/demo/leader (pg-2, lease 7 s of 10 s).
+void ServeDemoScope(LocalServer& etcd) {
+  etcd.server().Post("/v3/kv/range", [](const httplib::Request&, httplib::Response& res) {
+    nlohmann::json answer = {{"kvs",
+                              {{{"key", Base64Encode("/service/demo/leader")},
+                                {"value", Base64Encode("pg-2")},
+                                {"mod_revision", "42"},
+                                {"lease", "7587869722434566000"}}}}};
+    res.set_content(answer.dump(), "application/json");
+  });
+  etcd.server().Post("/v3/lease/timetolive", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"ID":"7587869722434566000","TTL":"7","grantedTTL":"10"})",
+                    "application/json");
+  });
+}
+
+double MillisSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "EtcdScopeProbe: on the event loop, a trickling endpoint costs its share of the deadline "
+    "and the next endpoint answers",
+    "[http][loop]") {
+  LocalServer etcd;
+  ServeDemoScope(etcd);
+  testing::HostileHttp trickle(testing::Hostility::kTrickleHeader);
+  const std::string hostile = UrlBase(trickle.url());
+  EtcdScopeProbe probe({hostile, etcd.url()}, "/service", "demo");
+  auto start = SteadyClock::now();
+  auto result = probe.Read(start + milliseconds(1600));
+  double took = MillisSince(start);
+  INFO("read after " << took << " ms");
+  REQUIRE(std::holds_alternative<DcsView>(result));
+  CHECK(std::get<DcsView>(result).holder == "pg-2");
+  CHECK(std::get<DcsView>(result).lease_ttl_remaining == 7);
+  CHECK(std::get<DcsView>(result).endpoint == etcd.url());
+  // The trickle cost its half of the deadline, not all of it.
+  CHECK(took >= 800 - 50);
+  CHECK(took < 800 + 400);
+
+  // The endpoint that answered is tried first next time.
+  start = SteadyClock::now();
+  result = probe.Read(start + milliseconds(1600));
+  REQUIRE(std::holds_alternative<DcsView>(result));
+  CHECK(MillisSince(start) < 400);
+
+  // The trickling endpoint alone fails at its deadline, naming it and the bound.
+  EtcdScopeProbe alone({hostile}, "/service", "demo");
+  start = SteadyClock::now();
+  result = alone.Read(start + milliseconds(800));
+  took = MillisSince(start);
+  REQUIRE(std::holds_alternative<ProbeFailure>(result));
+  const ProbeFailure& failure = std::get<ProbeFailure>(result);
+  INFO(failure.message << " after " << took << " ms");
+  CHECK(failure.reason == ProbeFailureReason::kTimeout);
+  CHECK(failure.message.rfind(hostile + ": ", 0) == 0);
+  CHECK(Says(failure, "outlasted the deadline"));
+  CHECK(took < 800 + 250);
+}
+
+namespace {
+
+// A Patroni REST API answering /patroni and /cluster with Patroni 3.0.2's recorded answers.
+void ServeRecordedPatroni(LocalServer& patroni) {
+  patroni.server().Get("/patroni", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(Recorded("patroni-leader.json").dump(), "application/json");
+  });
+  patroni.server().Get("/cluster", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(Recorded("cluster.json").dump(), "application/json");
+  });
+}
+
+size_t ThreadsOfThisProcess() {
+  size_t count = 0;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("PatroniRestProbe: a trickling REST API fails at its deadline naming the bound",
+          "[http][loop]") {
+  testing::HostileHttp trickle(testing::Hostility::kTrickleHeader);
+  PatroniRestProbe probe(UrlBase(trickle.url()));
+  const auto start = SteadyClock::now();
+  auto result = probe.Read(start + milliseconds(800));
+  const double took = MillisSince(start);
+  REQUIRE(std::holds_alternative<ProbeFailure>(result));
+  const ProbeFailure& failure = std::get<ProbeFailure>(result);
+  INFO(failure.message << " after " << took << " ms");
+  CHECK(failure.reason == ProbeFailureReason::kTimeout);
+  // The bound it names is the time left when the request started: 800 ms, or a little less
+  // on a loaded machine (799 ms under ASan).
+  const std::string prefix = "GET /patroni: the answer outlasted the deadline of ";
+  REQUIRE(failure.message.rfind(prefix, 0) == 0);
+  const int named = std::stoi(failure.message.substr(prefix.size()));
+  CHECK(named <= 800);
+  CHECK(named >= 700);
+  CHECK(failure.message.substr(failure.message.size() - 3) == " ms");
+  CHECK(took < 800 + 250);
+}
+
+TEST_CASE(
+    "PatroniRestProbe: forty trickling REST APIs hold no thread while a healthy one reads on "
+    "the same loop",
+    "[http][loop]") {
+  constexpr int kHung = 40;
+  testing::HostileHttp trickle(testing::Hostility::kTrickleHeader, kHung);
+  LocalServer healthy_api;
+  ServeRecordedPatroni(healthy_api);
+  std::vector<std::unique_ptr<PatroniRestProbe>> hung;
+  for (int i = 0; i < kHung; ++i) {
+    hung.push_back(std::make_unique<PatroniRestProbe>(UrlBase(trickle.url(i))));
+  }
+  PatroniRestProbe healthy(healthy_api.url());
+  CHECK(
+      std::holds_alternative<PatroniReading>(healthy.Read(SteadyClock::now() + milliseconds(800))));
+  const size_t before = ThreadsOfThisProcess();
+
+  std::mutex mu;
+  std::vector<ProbeFailure> failures;
+  std::promise<void> all_failed;
+  const auto start = SteadyClock::now();
+  const auto deadline = start + milliseconds(1500);
+  for (auto& probe : hung) {
+    PatroniRestProbe* p = probe.get();
+    p->loop().Post([p, deadline, &mu, &failures, &all_failed] {
+      p->Start(deadline, [&](std::variant<PatroniReading, ProbeFailure> read) {
+        bool last = false;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          failures.push_back(std::holds_alternative<ProbeFailure>(read)
+                                 ? std::get<ProbeFailure>(read)
+                                 : ProbeFailure{ProbeFailureReason::kInternal, "read"});
+          last = failures.size() == kHung;
+        }
+        // Released first: the test returns (and `mu` goes) once the promise is set.
+        if (last) all_failed.set_value();
+      });
+    });
+  }
+  REQUIRE(testing::WaitFor([&] { return trickle.accepted() == kHung; }, milliseconds(1500)));
+  const size_t during = ThreadsOfThisProcess();
+  // The healthy API reads while the forty trickle, on the same loop.
+  auto read = healthy.Read(SteadyClock::now() + milliseconds(800));
+  const auto healthy_at = SteadyClock::now();
+  REQUIRE(all_failed.get_future().wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  const double took = MillisSince(start);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto* failure = std::get_if<ProbeFailure>(&read)) FAIL(failure->message);
+  CHECK(std::get<PatroniReading>(read).role == "primary");
+  CHECK(healthy_at < deadline);
+  std::printf("patroni rest: %zu threads before, %zu with %d trickling APIs\n", before, during,
+              kHung);
+  CHECK(during == before);
+  INFO("all failed after " << took << " ms");
+  CHECK(took < 1500 + 300);
+  for (const ProbeFailure& failure : failures) {
+    INFO(failure.message);
+    CHECK(failure.reason == ProbeFailureReason::kTimeout);
+    CHECK(Says(failure, "outlasted the deadline"));
+  }
 }
 
 }  // namespace sbd

@@ -10,6 +10,8 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -17,9 +19,11 @@
 #include <string>
 #include <thread>
 
+#include "probes/http_loop.h"
 #include "probes/k8s_lease.h"
 #include "tests/support/alertmanager_sandbox.h"
 #include "tests/support/detector_process.h"
+#include "tests/support/hostile_http.h"
 #include "tests/support/process.h"
 
 namespace {
@@ -272,6 +276,120 @@ TEST_CASE("k8s_lease store: a kubeconfig's current context gives server, CA data
   auto read = store.Read(Soon());
   if (auto* failure = std::get_if<sbd::ProbeFailure>(&read)) FAIL(failure->message);
   CHECK(std::get<sbd::DcsView>(read).holder == "a");
+}
+
+namespace {
+
+// One request on its own event loop, waited for.
+sbd::HttpResult OnLoop(const sbd::HttpRequest& request, milliseconds budget) {
+  sbd::EventLoop loop;
+  std::promise<sbd::HttpResult> promise;
+  auto answer = promise.get_future();
+  std::unique_ptr<sbd::LoopHttpClient> client;
+  loop.Post([&] {
+    client = std::make_unique<sbd::LoopHttpClient>(loop);
+    client->Start(request, Clock::now() + budget,
+                  [&](sbd::HttpResult result) { promise.set_value(std::move(result)); });
+  });
+  REQUIRE(answer.wait_for(budget + std::chrono::seconds(5)) == std::future_status::ready);
+  sbd::HttpResult result = answer.get();
+  std::promise<void> closed;
+  loop.Post([&] {
+    client.reset();
+    closed.set_value();
+  });
+  closed.get_future().wait();
+  return result;
+}
+
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE(
+    "LoopHttpClient: https with a CA and a bearer token reads; a CA that does not sign the "
+    "server fails with a reason that never shows the token",
+    "[k8s][loop]") {
+  TempDir dir{"sbd-k8s"};
+  const Pki pki(dir.path(), "cluster");
+  const Pki other(dir.path(), "other");
+  FakeApiServer api(pki);
+  sbd::HttpRequest request;
+  request.url = api.url() + "/apis/coordination.k8s.io/v1/namespaces/default/leases/orders";
+  request.credentials.ca_file = pki.ca;
+  request.credentials.bearer_token = kToken;
+  sbd::HttpResult read = OnLoop(request, milliseconds(3000));
+  if (auto* failure = std::get_if<sbd::ProbeFailure>(&read)) FAIL(failure->message);
+  CHECK(std::get<sbd::HttpAnswer>(read).status == 200);  // the server checked the token
+  CHECK(std::get<sbd::HttpAnswer>(read).body.find("\"holderIdentity\":\"pod-a\"") !=
+        std::string::npos);
+
+  // The CA in memory, as a kubeconfig's certificate-authority-data gives it.
+  request.credentials.ca_file.clear();
+  request.credentials.ca_pem = FileText(pki.ca);
+  read = OnLoop(request, milliseconds(3000));
+  if (auto* failure = std::get_if<sbd::ProbeFailure>(&read)) FAIL(failure->message);
+  CHECK(std::get<sbd::HttpAnswer>(read).status == 200);
+  const int gets = api.gets();
+
+  // Another CA: refused in the handshake, before the token is sent.
+  request.credentials.ca_pem = FileText(other.ca);
+  read = OnLoop(request, milliseconds(3000));
+  REQUIRE(std::holds_alternative<sbd::ProbeFailure>(read));
+  const sbd::ProbeFailure refused = std::get<sbd::ProbeFailure>(read);
+  CAPTURE(refused.message);
+  CHECK(refused.reason == sbd::ProbeFailureReason::kAuth);
+  CHECK(refused.message.find("certificate") != std::string::npos);
+  CHECK(refused.message.find(kToken) == std::string::npos);
+  CHECK(api.gets() == gets);
+
+  // A CA file that does not exist: a failure with a reason, no token either.
+  request.credentials.ca_pem.clear();
+  request.credentials.ca_file = dir.path() + "/no-such-ca.crt";
+  read = OnLoop(request, milliseconds(3000));
+  REQUIRE(std::holds_alternative<sbd::ProbeFailure>(read));
+  const sbd::ProbeFailure missing = std::get<sbd::ProbeFailure>(read);
+  CAPTURE(missing.message);
+  CHECK_FALSE(missing.message.empty());
+  CHECK(missing.message.find(kToken) == std::string::npos);
+  CHECK(api.gets() == gets);
+}
+
+TEST_CASE(
+    "k8s_lease store: on the event loop, a trickling API server fails at its deadline while "
+    "another cluster's Lease still reads",
+    "[k8s][loop]") {
+  TempDir dir{"sbd-k8s"};
+  const Pki pki(dir.path(), "cluster");
+  FakeApiServer api(pki);
+  const std::string token = WriteFile(dir.path(), "token", kToken);
+  sbd::testing::HostileHttp trickle(sbd::testing::Hostility::kTrickleHeader);
+  const std::string hostile_url = trickle.url().substr(0, trickle.url().rfind('/'));
+  sbd::K8sLeaseStore healthy(Spec(api.url(), pki.ca, token));
+  sbd::K8sLeaseStore hostile(Spec(hostile_url, pki.ca, token));
+  const auto start = Clock::now();
+  const milliseconds budget(2000);
+  std::variant<sbd::DcsView, sbd::ProbeFailure> hostile_read;
+  std::thread reader([&] { hostile_read = hostile.Read(start + budget); });
+  REQUIRE(WaitFor([&] { return trickle.accepted() > 0; }, budget));
+  // The healthy Lease reads on the same loop while the trickle holds its request open.
+  auto read = healthy.Read(Clock::now() + milliseconds(1500));
+  const auto healthy_at = Clock::now();
+  reader.join();
+  const double took = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  if (auto* failure = std::get_if<sbd::ProbeFailure>(&read)) FAIL(failure->message);
+  CHECK(std::get<sbd::DcsView>(read).holder == "a");
+  CHECK(healthy_at < start + budget);
+  const sbd::ProbeFailure failure = Failure(hostile_read);
+  INFO(failure.message << " after " << took << " ms");
+  CHECK(failure.reason == sbd::ProbeFailureReason::kTimeout);
+  CHECK(failure.message.rfind("GET Lease default/orders: the answer outlasted the deadline", 0) ==
+        0);
+  CHECK(failure.message.find(kToken) == std::string::npos);
+  CHECK(took < 2000 + 300);
 }
 
 namespace {

@@ -85,3 +85,32 @@ TEST_CASE("RedisLeaseStore: an unset password variable and a wrong password name
   CHECK(std::holds_alternative<sbd::DcsView>(read));
   unsetenv("SBD_TEST_LEASE_PASSWORD");
 }
+
+TEST_CASE("RedisLeaseStore: a pattern is scanned on the event loop, and its key cap is said",
+          "[lease][redis]") {
+  sbd::testing::RedisServer redis;
+  REQUIRE(redis.Command({"SET", "locks:orders", "w-b", "PX", "5000"}) == "OK");
+  for (int i = 0; i < 30; ++i) {
+    REQUIRE(redis.Command({"SET", "other:" + std::to_string(i), "x"}) == "OK");
+  }
+  sbd::ClusterSpec spec = LeaseCluster(redis.port());
+  spec.redis_lease.key.clear();
+  spec.redis_lease.pattern = "locks:*";
+  sbd::RedisLeaseStore store(spec);
+  auto read = ReadOnce(store);
+  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
+  CHECK(std::get<sbd::DcsView>(read).holder == "worker-b");
+  CHECK(std::get<sbd::DcsView>(read).rejected.empty());
+
+  // Two held keys past a cap of one: the cap is reported, and the read still answers.
+  REQUIRE(redis.Command({"SET", "locks:orders-2", "w-c", "PX", "5000"}) == "OK");
+  spec.redis_lease.max_keys = 1;
+  sbd::RedisLeaseStore capped(spec);
+  read = ReadOnce(capped);
+  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
+  const auto& rejected = std::get<sbd::DcsView>(read).rejected;
+  INFO(rejected.size());
+  bool said = false;
+  for (const auto& why : rejected) said = said || why.find("max_keys 1") != std::string::npos;
+  CHECK(said);
+}

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <future>
 #include <thread>
@@ -153,18 +154,29 @@ TEST_CASE("MetricsClaimProbe: nothing listening is refused") {
 
 TEST_CASE("MetricsClaimProbe: two probes through one gate send together; a failed one arrives") {
   ClaimServer server;
-  server.server().Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
+  std::atomic<int> requests{0};
+  server.server().Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    ++requests;
     res.set_content("leader_election_master_status{name=\"demo\",token=\"tk\"} 1\n", "text/plain");
   });
   MetricsClaimProbe first(Target(server.url()));
   MetricsClaimProbe second(Target(server.url()));
   StartGate gate(2);
-  auto other = std::async(std::launch::async, [&] { return second.Probe(In(2000), &gate); });
-  auto mine = first.Probe(In(2000), &gate);
+  // The other probe is ready first; this one comes late on purpose. The gate must hold the
+  // other's request until this one arrives: nothing reaches the server before, and both
+  // requests are sent after this probe started. (Whether the two answers then overlap is the
+  // scheduler's luck on a loaded machine, not the gate's promise.)
+  auto other = std::async(std::launch::async, [&] { return second.Probe(In(5000), &gate); });
+  std::this_thread::sleep_for(milliseconds(300));
+  CHECK(requests.load() == 0);
+  const auto late = SteadyClock::now();
+  auto mine = first.Probe(In(5000), &gate);
   auto theirs = other.get();
   REQUIRE(mine.claims());
   REQUIRE(theirs.claims());
-  CHECK(mine.window.Overlaps(theirs.window));
+  CHECK(requests.load() == 2);
+  CHECK(theirs.window.sent >= late);
+  CHECK(mine.window.sent >= late);
 
   // A probe that fails before sending still arrives, so its partner does not wait it out.
   MetricsClaimProbe broken(Target("ftp://127.0.0.1:1/metrics"));

@@ -8,10 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "tests/support/alertmanager_sandbox.h"
 #include "tests/support/detector_process.h"
+#include "tests/support/hostile_resp.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_sandbox.h"
 
@@ -396,6 +398,75 @@ TEST_CASE(
   const std::string summary =
       AlertNamed(group.Firing("SplitBrain", start).front(), "SplitBrain")["annotations"]["summary"];
   CHECK(summary.find("zombie r1, lock holder m") != std::string::npos);
+}
+
+}  // namespace sbd
+
+namespace sbd {
+
+TEST_CASE(
+    "redis: forty trickling Redis members beside a healthy Sentinel group blind it in no "
+    "round",
+    "[redis][hostile]") {
+  constexpr size_t kHostile = 40;
+  Group group;
+  // Each member answers a command with "$100000\r\n", then one byte every 0.5 s, for ever: a
+  // timeout per read never fires, only a deadline for the whole answer does.
+  testing::HostileResp trickle(testing::RespHostility::kTrickle, kHostile);
+  std::ostringstream yaml;
+  yaml << "clusters:\n  - name: cache\n    kind: redis\n    ttl: " << kDownAfterMs
+       << "ms\n    probe_interval: 500ms\n    probe_timeout: 400ms\n    members:\n";
+  for (const RedisProcess* m : group.members) {
+    yaml << "      - name: " << m->name() << "\n        address: " << m->address() << "\n";
+  }
+  std::string sentinels;
+  for (size_t i = 0; i < group.sandbox.sentinels().size(); ++i) {
+    sentinels += (i ? ", " : "") + group.sandbox.sentinels()[i]->address();
+  }
+  yaml << "    redis:\n      master_name: cache\n      sentinels: [" << sentinels << "]\n";
+  yaml << "  - name: trickle\n    kind: redis\n    ttl: 5s\n    probe_interval: 1s\n"
+       << "    probe_timeout: 1s\n    members:\n";
+  for (size_t i = 0; i < kHostile; ++i) {
+    yaml << "      - name: t" << i << "\n        address: " << trickle.address(i) << "\n";
+  }
+  yaml << "    redis:\n      master_name: trickle\n      sentinels: [" << sentinels << "]\n";
+  const std::string config = WriteFile(group.sandbox.root(), "detector.yml", yaml.str());
+  const int port = testing::FreeLoopbackPort();
+  const auto detector =
+      testing::StartReadyDetector(SBD_BINARY, config, port, group.sandbox.root() + "/detector.log");
+  auto healthy = [](const nlohmann::json& c) {
+    return !c.is_null() && c.value("verdict", "") == "healthy" && !c["lock"].contains("error");
+  };
+  nlohmann::json settling;
+  const bool settled = WaitFor(
+      [&] {
+        settling = testing::ClusterStatus(port, "cache");
+        return healthy(settling) && trickle.accepted() >= static_cast<int>(kHostile);
+      },
+      seconds(20));
+  INFO("the healthy group while settling: " << settling.dump());
+  REQUIRE(settled);
+  // While the trickle lasts, every sample of the healthy group is healthy, its record read.
+  const auto until = Clock::now() + milliseconds(6000);
+  int samples = 0;
+  while (Clock::now() < until) {
+    const nlohmann::json cache = testing::ClusterStatus(port, "cache");
+    INFO("sample " << samples << ": " << cache.dump());
+    REQUIRE(healthy(cache));
+    for (const auto& m : cache["members"]) REQUIRE_FALSE(m.contains("error"));
+    ++samples;
+    std::this_thread::sleep_for(milliseconds(100));  // the sampling pace, not a wait
+  }
+  std::printf("trickling redis members: %d samples of the healthy group, all healthy\n", samples);
+  // Each hostile member failed with the bound it broke: the whole answer's deadline.
+  const nlohmann::json hostile = testing::ClusterStatus(port, "trickle");
+  REQUIRE(hostile["members"].size() == kHostile);
+  for (const auto& m : hostile["members"]) {
+    INFO(m.dump());
+    REQUIRE(m.contains("error"));
+    CHECK(m["error"].value("reason", "") == "timeout");
+    CHECK(m["error"].value("message", "").find("deadline") != std::string::npos);
+  }
 }
 
 }  // namespace sbd

@@ -2,8 +2,11 @@
 // across Alertmanagers, the matcher evaluation, and the reader against an in-process server.
 #include <httplib.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -13,6 +16,7 @@
 #include "suppressors/silence_fetch.h"
 #include "suppressors/silence_matchers.h"
 #include "suppressors/silence_reader.h"
+#include "tests/support/hostile_http.h"
 
 using nlohmann::json;
 using sbd::AlertmanagerSilencesSpec;
@@ -352,10 +356,72 @@ TEST_CASE("silences: an answer larger than the limit or a wrong status is a fail
   const std::string base = "http://127.0.0.1:" + std::to_string(port);
   auto big = sbd::FetchSilences(base, Millis(1000), 1024);
   REQUIRE(big.index() == 1);
-  CHECK(std::get<1>(big) == "answer larger than 1024 bytes");
+  CHECK(std::get<1>(big) == "GET /api/v2/silences: answer larger than 1024 bytes");
   auto broken = sbd::FetchSilences(base + "/broken", Millis(1000), 1024);
   REQUIRE(broken.index() == 1);
   CHECK(std::get<1>(broken) == "GET /broken/api/v2/silences: HTTP 500");
+  server.stop();
+  thread.join();
+}
+
+TEST_CASE(
+    "silences: trickling, endless-header and silent Alertmanagers fail at the whole deadline "
+    "with the bound, beside a healthy one, on no thread of their own",
+    "[silences]") {
+  httplib::Server server;
+  const json answer = json::array({Declaring("s1")});
+  server.Get("/api/v2/silences", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(answer.dump(), "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread thread([&] { server.listen_after_bind(); });
+  sbd::testing::HostileHttp trickle(sbd::testing::Hostility::kTrickleHeader, 10, "",
+                                    std::chrono::milliseconds(100));
+  sbd::testing::HostileHttp endless(sbd::testing::Hostility::kEndlessHeader);
+  sbd::testing::HostileHttp silent(sbd::testing::Hostility::kSilent);
+  AlertmanagerSilencesSpec spec;
+  spec.enabled = true;
+  spec.timeout = Millis(1500);
+  spec.alertmanager_urls = {"http://127.0.0.1:" + std::to_string(port)};
+  const auto base = [](const sbd::testing::HostileHttp& h, size_t i) {
+    return h.url(i).substr(0, h.url(i).find("/metrics"));
+  };
+  for (size_t i = 0; i < 10; ++i) spec.alertmanager_urls.push_back(base(trickle, i));
+  spec.alertmanager_urls.push_back(base(endless, 0));
+  spec.alertmanager_urls.push_back(base(silent, 0));
+  const auto threads = [] {
+    size_t count = 0;
+    for ([[maybe_unused]] const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+      ++count;
+    }
+    return count;
+  };
+  sbd::AlertmanagerSilenceReader reader;
+  reader.Read(spec, kMax, kNow);  // once first, so that the event loop is running
+  const size_t before = threads();
+  const auto started = std::chrono::steady_clock::now();
+  // Read from one thread of the test's own, counting this process's threads meanwhile.
+  auto read = std::async(std::launch::async, [&] { return reader.Read(spec, kMax, kNow); });
+  size_t most = 0;
+  while (read.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    most = std::max(most, threads());
+  }
+  const sbd::SilenceDeclarations out = read.get();
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(most <= before + 1);  // the test's own reading thread, nothing per Alertmanager
+  CHECK(took < std::chrono::milliseconds(1500 + 1000));
+  REQUIRE(out.sources.size() == 13);
+  CHECK(out.sources[0].up);
+  REQUIRE(out.declarations.size() == 1);
+  for (size_t i = 1; i < 13; ++i) {
+    INFO(out.sources[i].alertmanager << ": " << out.sources[i].error);
+    CHECK_FALSE(out.sources[i].up);
+  }
+  // The deadline is the whole request's: 1500 ms, or 1499 when the loop starts it a moment later.
+  const std::string outlasted = "GET /api/v2/silences: the answer outlasted the deadline of ";
+  CHECK(out.sources[1].error.find(outlasted) == 0);
+  CHECK(out.sources[11].error.find("GET /api/v2/silences: a header line longer than") == 0);
+  CHECK(out.sources[12].error.find(outlasted) == 0);
   server.stop();
   thread.join();
 }

@@ -4,16 +4,20 @@
 // through Alertmanager (group_wait 0 s) within 1 s of the promotion, not at the next 5 s
 // round. The Patroni scenarios share one environment (built by whichever runs first); each
 // settles it first and counts only what it caused, so any one passes alone or in any order.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "detector/common/base64.h"
 #include "probes/etcd.h"
+#include "probes/etcd_watch.h"
 #include "probes/sentinel.h"
 #include "probes/sentinel_watch.h"
+#include "tests/support/hostile_http.h"
 #include "tests/support/patroni_environment.h"
 #include "tests/support/redis_sandbox.h"
 
@@ -27,6 +31,14 @@ using Clock = std::chrono::steady_clock;
 void Put(EtcdServer& etcd, const std::string& key, const std::string& value) {
   etcd.PostV3("kv/put",
               nlohmann::json{{"key", Base64Encode(key)}, {"value", Base64Encode(value)}}.dump());
+}
+
+size_t ThreadsOfThisProcess() {
+  size_t count = 0;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    ++count;
+  }
+  return count;
 }
 
 // The shared Patroni environment, with its detector restarted at a 5 s probe interval and an
@@ -90,6 +102,86 @@ TEST_CASE("etcd watch: reports each holder change, and survives an etcd restart,
   Put(etcd, "/service/w/leader", "node3");
   CHECK(WaitFor([&] { return changes == 4; }, seconds(5)));
   CHECK(watch->Status().breaks == 1);
+}
+
+TEST_CASE("etcd watch: forty watched clusters each wake on their key, on no thread of their own",
+          "[watch][etcd]") {
+  ScopedTempDir dir("sbd-watch-many-");
+  EtcdServer etcd(dir.path() + "/etcd");
+  // One watch first, so that the event loop (and anything else started once) is running.
+  EtcdKeyWatch first({etcd.endpoint()}, "/service/first/leader", [] {});
+  REQUIRE(WaitFor([&] { return first.Status().up; }, seconds(10)));
+  const size_t before = ThreadsOfThisProcess();
+  constexpr int kClusters = 40;
+  std::vector<std::atomic<int>> wakes(kClusters);
+  std::vector<std::unique_ptr<EtcdKeyWatch>> watches;
+  for (int i = 0; i < kClusters; ++i) {
+    watches.push_back(std::make_unique<EtcdKeyWatch>(std::vector<std::string>{etcd.endpoint()},
+                                                     "/service/c" + std::to_string(i) + "/leader",
+                                                     [&wakes, i] { ++wakes[i]; }));
+  }
+  const auto all_up = [&] {
+    return std::all_of(watches.begin(), watches.end(),
+                       [](const auto& watch) { return watch->Status().up; });
+  };
+  REQUIRE(WaitFor(all_up, seconds(20)));
+  CHECK(ThreadsOfThisProcess() == before);
+  for (int i = 0; i < kClusters; i += 2)
+    Put(etcd, "/service/c" + std::to_string(i) + "/leader", "n");
+  // Each changed key wakes its own cluster, and only it.
+  CHECK(WaitFor(
+      [&] {
+        for (int i = 0; i < kClusters; i += 2) {
+          if (wakes[i] != 1) return false;
+        }
+        return true;
+      },
+      seconds(10)));
+  for (int i = 1; i < kClusters; i += 2) CHECK(wakes[i] == 0);
+  CHECK(ThreadsOfThisProcess() == before);
+  watches.clear();
+  CHECK(ThreadsOfThisProcess() == before);
+}
+
+TEST_CASE(
+    "etcd watch: a trickled header, an endless message or a non-etcd answer fails its watch "
+    "with the bound, and a real etcd's watch beside it keeps working",
+    "[watch][etcd][hostile]") {
+  HostileHttp trickle(Hostility::kTrickleHeader);
+  HostileHttp endless(Hostility::kHugeBody);
+  HostileHttp not_etcd(Hostility::kNormal, 1, "<html>hello</html>\n");
+  ScopedTempDir dir("sbd-watch-hostile-");
+  EtcdServer etcd(dir.path() + "/etcd");
+  std::atomic<int> hostile_wakes{0};
+  std::atomic<int> wakes{0};
+  EtcdKeyWatch trickled({trickle.url()}, "/service/h/leader", [&] { ++hostile_wakes; });
+  EtcdKeyWatch endless_line({endless.url()}, "/service/h/leader", [&] { ++hostile_wakes; });
+  EtcdKeyWatch wrong({not_etcd.url()}, "/service/h/leader", [&] { ++hostile_wakes; });
+  EtcdKeyWatch real({etcd.endpoint()}, "/service/r/leader", [&] { ++wakes; });
+  const auto failed_with = [](const EtcdKeyWatch& watch, const std::string& words) {
+    const bool seen =
+        WaitFor([&] { return watch.LastFailure().find(words) != std::string::npos; }, seconds(10));
+    if (!seen) std::cerr << "last failure: " << watch.LastFailure() << "\n";
+    return seen;
+  };
+  CHECK(failed_with(trickled, "no status and headers within the deadline of 2000 ms"));
+  CHECK(failed_with(endless_line, "a watch message longer than 1048576 bytes"));
+  CHECK(failed_with(wrong, "POST /v3/watch: a watch message that is not JSON"));
+  CHECK_FALSE(trickled.Status().up);
+  CHECK_FALSE(endless_line.Status().up);
+  CHECK_FALSE(wrong.Status().up);
+  // Never established, so never counted as a break; tried again with backoff.
+  CHECK(WaitFor([&] { return endless.accepted() >= 2; }, seconds(10)));
+  CHECK(endless_line.Status().breaks == 0);
+
+  REQUIRE(WaitFor([&] { return real.Status().up; }, seconds(10)));
+  const auto put = Clock::now();
+  Put(etcd, "/service/r/leader", "node1");
+  CHECK(WaitFor([&] { return wakes == 1; }, seconds(5)));
+  CHECK(Clock::now() - put < seconds(2));
+  CHECK(real.Status().breaks == 0);
+  CHECK(real.LastFailure().empty());
+  CHECK(hostile_wakes == 0);
 }
 
 TEST_CASE("sentinel watch: a master going down is reported, and a lost sentinel counted",
