@@ -3,6 +3,9 @@
 // stopped server and the reconnect), then the real detector binary paging through a real
 // Alertmanager 0.25 (one holder healthy; a holder frozen past its session, replaced and
 // resumed, paged as the zombie with both tokens; ZooKeeper stopped reads LockStoreUnreadable).
+// Then Patroni on ZooKeeper's scope store read directly: a scope as Patroni lays it out, its caps,
+// and its watch.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -15,6 +18,7 @@
 
 #include "probes/event_loop.h"
 #include "probes/zookeeper_lock.h"
+#include "probes/zookeeper_scope.h"
 #include "tests/support/alertmanager_sandbox.h"
 #include "tests/support/detector_process.h"
 #include "tests/support/process.h"
@@ -402,6 +406,114 @@ TEST_CASE(
   watch.reset();  // no callback after this
   const int after = changes.load();
   a.Resign();
+  std::this_thread::sleep_for(milliseconds(500));  // room for a stray callback to show
+  CHECK(changes.load() == after);
+}
+
+// Patroni on ZooKeeper's store, read directly: a scope laid out as Patroni 3.0 writes it
+// (kazoo here holds the leader as a persistent znode, since its session ends with the script).
+sbd::ClusterSpec ScopeSpec(const ZooKeeperServer& zk) {
+  sbd::ClusterSpec spec;
+  spec.name = "demo";
+  spec.kind = "patroni";
+  spec.scope = "demo";
+  sbd::ZooKeeperLockSpec session;
+  session.hosts = {zk.host()};
+  session.session_timeout = milliseconds(4000);
+  session.max_children = 3;
+  session.max_data_bytes = 16384;
+  spec.patroni_zookeeper = session;
+  return spec;
+}
+
+const char* kScopeSetup =
+    "c.create('/service/demo/initialize', b'7301234567890123456', makepath=True)\n"
+    "c.create('/service/demo/config', b'{\"ttl\":12,\"loop_wait\":1}')\n"
+    "c.create('/service/demo/members/node1', "
+    "b'{\"conn_url\":\"postgres://127.0.0.1:5433/postgres\",\"role\":\"master\"}', "
+    "makepath=True)\n"
+    "c.create('/service/demo/members/node2', b'{\"conn_url\":7}')\n"
+    "c.create('/service/demo/leader', b'node1')\n"
+    "print(c.get('/service/demo/leader')[1].czxid)\n";
+
+TEST_CASE(
+    "zookeeper_scope store: reads a Patroni scope (leader, czxid, members, config, initialize) "
+    "and fails the read past max_children",
+    "[zookeeper][patroni]") {
+  TempDir dir{"sbd-zookeeper-scope"};
+  ZooKeeperServer zk{dir.path() + "/zk"};
+  sbd::ZooKeeperScopeStore store(ScopeSpec(zk));
+  // No scope yet: read, nobody holds. A read before the store's first session is up fails
+  // ("no ZooKeeper session (connecting)"), never names a holder: wait for one that reads.
+  std::variant<sbd::DcsView, sbd::ProbeFailure> empty;
+  REQUIRE(WaitFor(
+      [&] {
+        empty = ReadOnce(store);
+        const auto* failure = std::get_if<sbd::ProbeFailure>(&empty);
+        CHECK((failure == nullptr || failure->message.find("session") != std::string::npos));
+        return failure == nullptr;
+      },
+      milliseconds(15000)));
+  CHECK(std::get<sbd::DcsView>(empty).holder.empty());
+
+  Kazoo(zk, kScopeSetup);
+  auto read = ReadOnce(store);
+  INFO((std::holds_alternative<sbd::ProbeFailure>(read) ? std::get<sbd::ProbeFailure>(read).message
+                                                        : ""));
+  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
+  const sbd::DcsView& view = std::get<sbd::DcsView>(read);
+  CHECK(view.holder == "node1");
+  CHECK(view.mod_revision > 0);
+  CHECK(view.lease_id == "0");  // kazoo's script made it persistent: said in rejected
+  CHECK(view.initialize == "7301234567890123456");
+  CHECK(view.config_ttl == std::optional<std::int64_t>(12));
+  REQUIRE(view.members.size() == 1);
+  CHECK(view.members[0].name == "node1");
+  CHECK(view.members[0].conn_url == "postgres://127.0.0.1:5433/postgres");
+  // In the order the answers came: the leader's and the member's are read at once.
+  std::vector<std::string> rejected = view.rejected;
+  std::sort(rejected.begin(), rejected.end());
+  CHECK(rejected ==
+        std::vector<std::string>{"leader: not ephemeral: no session of Patroni's owns it",
+                                 "members/node2: conn_url is not a string"});
+
+  // Two more members, four: above max_children 3, the read fails, never a holder.
+  Kazoo(zk, "for n in ('node3', 'node4'):\n  c.create('/service/demo/members/' + n, b'{}')\n");
+  auto crowded = ReadOnce(store);
+  REQUIRE(std::holds_alternative<sbd::ProbeFailure>(crowded));
+  CHECK(std::get<sbd::ProbeFailure>(crowded).reason == sbd::ProbeFailureReason::kProtocol);
+  CHECK(std::get<sbd::ProbeFailure>(crowded).message ==
+        "4 members under the scope, above max_children 3");
+}
+
+TEST_CASE(
+    "zookeeper_scope store: its watch calls at once when the leader znode comes and goes and when "
+    "a member joins, without a read in between",
+    "[zookeeper][patroni]") {
+  TempDir dir{"sbd-zookeeper-scope-watch"};
+  ZooKeeperServer zk{dir.path() + "/zk"};
+  sbd::ZooKeeperScopeStore store(ScopeSpec(zk));
+  std::atomic<int> changes{0};
+  std::unique_ptr<sbd::LockWatch> watch = store.Watch([&] { changes.fetch_add(1); });
+  REQUIRE(WaitFor([&] { return watch->Status().up; }, milliseconds(10000)));
+  CHECK(changes.load() == 0);
+  Kazoo(zk, "c.create('/service/demo/leader', b'node1', makepath=True)\n");
+  REQUIRE(WaitFor([&] { return changes.load() > 0; }, milliseconds(5000)));
+  int before = changes.load();
+  Kazoo(zk, "c.delete('/service/demo/leader')\n");
+  REQUIRE(WaitFor([&] { return changes.load() > before; }, milliseconds(5000)));
+  // members/ did not exist when the watches were set: the leader's next event sets both.
+  Kazoo(zk, "c.create('/service/demo/members/node1', b'{}', makepath=True)\n");
+  before = changes.load();
+  Kazoo(zk, "c.create('/service/demo/leader', b'node2')\n");
+  REQUIRE(WaitFor([&] { return changes.load() > before; }, milliseconds(5000)));
+  before = changes.load();
+  Kazoo(zk, "c.create('/service/demo/members/node2', b'{}')\n");
+  REQUIRE(WaitFor([&] { return changes.load() > before; }, milliseconds(5000)));
+  CHECK(watch->Status().up);
+  watch.reset();  // no callback after this
+  const int after = changes.load();
+  Kazoo(zk, "c.delete('/service/demo/leader')\n");
   std::this_thread::sleep_for(milliseconds(500));  // room for a stray callback to show
   CHECK(changes.load() == after);
 }

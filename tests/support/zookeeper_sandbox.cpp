@@ -38,7 +38,7 @@ ZooKeeperServer::ZooKeeperServer(const std::string& dir) : dir_(dir) {
             "tickTime=200\ninitLimit=10\nsyncLimit=5\ndataDir=" + dir_ +
                 "/data\nclientPort=" + std::to_string(port_) +
                 "\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
-                "4lw.commands.whitelist=\nmaxClientCnxns=0\n",
+                "4lw.commands.whitelist=\nmaxClientCnxns=0\nmaxSessionTimeout=30000\n",
             0644);
   Start();
 }

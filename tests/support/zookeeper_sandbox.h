@@ -10,7 +10,8 @@
 namespace sbd::testing {
 
 /// One ZooKeeper server: zoo.cfg in `dir` (clientPort on 127.0.0.1, dataDir under `dir`, the
-/// admin server off, no four-letter words, tickTime 200 ms so sessions of 1 s are allowed).
+/// admin server off, no four-letter words, tickTime 200 ms so sessions of 1 s are allowed, and
+/// up to 30 s, so that Patroni gets its ttl).
 /// Started by the constructor, which waits until the port answers a connect; stopped by the
 /// destructor. Throws std::runtime_error with the log's tail when it does not start.
 class ZooKeeperServer {

@@ -1,0 +1,149 @@
+// End to end on a real Patroni 3.0 cluster whose DCS is ZooKeeper 3.8 (issue 27: Patroni's
+// zookeeper: DCS, through kazoo), with PostgreSQL 15 and Alertmanager 0.25: the detector binary
+// reads the scope with `zookeeper:` instead of `etcd:`, a webhook receiver inside the test
+// timestamps what Alertmanager delivers, and an independent poller (libpqxx) records when a
+// second member becomes writable.
+//
+// The scenarios share one environment (built by whichever runs first); each settles it first
+// (the cluster healed, the verdict healthy) and counts only what it caused.
+#include <catch2/catch.hpp>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/patroni_environment.h"
+
+namespace sbd::testing {
+namespace {
+
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+Environment& Env() {
+  // Two members: the leader and the replica that takes over. Torn down at exit.
+  static std::unique_ptr<Environment> env;
+  if (!env) env = std::make_unique<Environment>(SBD_BINARY, PatroniDcs::kZooKeeper, 2);
+  return *env;
+}
+
+}  // namespace
+
+TEST_CASE("patroni on zookeeper: a healthy two-member cluster reads healthy with the leader named",
+          "[patroni][zookeeper]") {
+  Environment& env = Env();
+  const auto start = env.Settle();
+  const auto status = env.Status();
+  INFO(status.dump(2));
+  CHECK(status["verdict"] == "healthy");
+  CHECK(status["lock"]["readable"] == true);
+  CHECK(status["lock"]["holder"] == env.cluster->Leader());
+  CHECK(status["lock"]["endpoint"].get<std::string>().find(env.zookeeper->host()) !=
+        std::string::npos);
+  CHECK(status["lock"]["mod_revision"].get<std::int64_t>() > 0);  // the leader znode's czxid
+  CHECK(status["ttl_seconds"] == kSandboxTtlSeconds);  // read from Patroni's config znode
+  CHECK(status["lock"]["initialize"] == status["lineage"]);
+  CHECK(status["lock"]["initialize"].get<std::string>().size() >= 15);  // a system identifier
+  CHECK(status["members"].size() == 2);
+  const std::string metrics = env.Metrics();
+  CHECK(HasLine(metrics, "splitbrain_lock_store_up{cluster=\"demo\"} 1"));
+  CHECK(HasLine(metrics, "splitbrain_member_holds_lock{cluster=\"demo\",member=\"" +
+                             env.cluster->Leader() + "\"} 1"));
+  CHECK(env.FiringSince(start).empty());
+}
+
+TEST_CASE(
+    "patroni on zookeeper: a frozen leader whose session expired while its PostgreSQL stays "
+    "writable pages SplitBrain naming it within one ttl of the promotion",
+    "[patroni][zookeeper]") {
+  Environment& env = Env();
+  const auto start = env.Settle();
+  const std::string old_leader = env.cluster->Leader();
+  const std::int64_t old_czxid = env.Status()["lock"]["mod_revision"];
+  WritablePoller poller(env.cluster->members());
+  env.cluster->FreezePatroni(old_leader);
+
+  // The frozen agent sends no pings: ZooKeeper expires its session after the ttl, deletes the
+  // leader znode, and the replica creates its own and promotes.
+  REQUIRE(WaitFor([&] { return poller.SecondWritableAt().has_value(); },
+                  seconds(4 * kSandboxTtlSeconds)));
+  const auto onset = *poller.SecondWritableAt();
+  REQUIRE(env.webhook->WaitFor(
+      [&](const WebhookReceiver::Delivery& d) {
+        return d.at >= start && d.body.dump().find("\"SplitBrain\"") != std::string::npos;
+      },
+      seconds(2 * kSandboxTtlSeconds)));
+  const auto page = env.Notifications("SplitBrain", "firing", start).front();
+  const double onset_to_page = std::chrono::duration<double>(page.at - onset).count();
+  std::cout << "zookeeper: promotion to page: " << onset_to_page << " s (TTL " << kSandboxTtlSeconds
+            << " s)\n";
+  CHECK(onset_to_page < kSandboxTtlSeconds);
+
+  nlohmann::json alert;
+  for (const auto& a : page.body["alerts"]) {
+    if (a["labels"]["alertname"] == "SplitBrain") alert = a;
+  }
+  INFO(alert.dump(2));
+  CHECK(alert["labels"]["severity"] == "critical");
+  CHECK(alert["labels"]["cluster"] == "demo");
+  CHECK(alert["labels"]["scope"] == "demo");
+  const nlohmann::json status = env.Status();
+  INFO(status.dump(2));
+  const std::string new_leader = status["lock"]["holder"];
+  CHECK(new_leader != old_leader);
+  // The new leader's znode is a new one: its czxid, the fencing token, went up.
+  CHECK(status["lock"]["mod_revision"].get<std::int64_t>() > old_czxid);
+  const std::string summary = alert["annotations"]["summary"];
+  CHECK(summary.find("zombie " + old_leader) != std::string::npos);
+  CHECK(summary.find("lock holder " + new_leader) != std::string::npos);
+
+  // Thawed, Patroni finds its session gone and demotes its PostgreSQL: the page resolves.
+  const auto thaw = Clock::now();
+  env.cluster->ThawPatroni(old_leader);
+  CHECK(env.webhook->WaitFor(
+      [&](const WebhookReceiver::Delivery& d) {
+        if (d.at < thaw) return false;
+        for (const auto& a : d.body["alerts"]) {
+          if (a["labels"]["alertname"] == "SplitBrain" && a["status"] == "resolved") return true;
+        }
+        return false;
+      },
+      seconds(90)));
+  env.cluster->Heal();
+}
+
+TEST_CASE(
+    "patroni on zookeeper: with ZooKeeper stopped the lock store is unreadable, never healthy",
+    "[patroni][zookeeper]") {
+  Environment& env = Env();
+  const auto start = env.Settle();
+  env.zookeeper->Stop();
+  REQUIRE(WaitFor(
+      [&] { return HasLine(env.Metrics(), "splitbrain_lock_store_up{cluster=\"demo\"} 0"); },
+      seconds(15)));
+  CHECK(env.webhook->WaitFor(
+      [&](const WebhookReceiver::Delivery& d) {
+        return d.at >= start && d.body.dump().find("\"LockStoreUnreadable\"") != std::string::npos;
+      },
+      seconds(20)));
+  // Unknown is not "does not hold": the store is never read as healthy while it is down, and
+  // its error says why. (The verdict is the members' business: Patroni demotes its leader
+  // without its DCS, at a moment of its own.)
+  for (int round = 0; round < 3; ++round) {
+    const nlohmann::json status = env.Status();
+    INFO(status.dump(2));
+    CHECK(status["lock"]["readable"] == false);
+    CHECK(status["lock"].value("error", "").find("ZooKeeper") != std::string::npos);
+    const std::string metrics = env.Metrics();
+    CHECK(HasLine(metrics, "splitbrain_lock_store_up{cluster=\"demo\"} 0"));
+    CHECK(metrics.find("splitbrain_member_holds_lock{") == std::string::npos);
+    WaitFor([] { return false; }, seconds(1));  // a round apart
+  }
+  CHECK(env.Notifications("SplitBrain", "firing", start).empty());
+
+  env.zookeeper->Start();
+  CHECK(WaitFor(
+      [&] { return HasLine(env.Metrics(), "splitbrain_lock_store_up{cluster=\"demo\"} 1"); },
+      seconds(30)));
+}
+
+}  // namespace sbd::testing
