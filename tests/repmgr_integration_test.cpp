@@ -1,0 +1,184 @@
+// End to end on a real repmgr 5.3 cluster (PostgreSQL 15, a primary and two standbys made with
+// `repmgr primary register`, `repmgr standby clone` and `repmgr standby register`) with
+// Alertmanager 0.25: the detector binary runs as on-call would run it (kind: repmgr), and a
+// webhook receiver inside the test timestamps what Alertmanager delivers. Each scenario builds
+// its own cluster, so any one passes alone or in any order.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/alertmanager_sandbox.h"
+#include "tests/support/detector_process.h"
+#include "tests/support/process.h"
+#include "tests/support/repmgr_sandbox.h"
+
+namespace sbd::testing {
+namespace {
+
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+struct RepmgrEnvironment {
+  RepmgrCluster cluster;
+  WebhookReceiver webhook;
+  std::unique_ptr<AlertmanagerServer> alertmanager;
+  std::unique_ptr<DetectorProcess> detector;
+  int port = 0;
+
+  explicit RepmgrEnvironment(bool repmgrd = false) : cluster(3, repmgrd) {
+    alertmanager = std::make_unique<AlertmanagerServer>(cluster.root() + "/am", webhook.url());
+    std::string yaml = "alerting:\n  alertmanagers:\n    - url: " + alertmanager->url() +
+                       "\n  resend_interval: 5s\nclusters:\n  - name: demo\n    kind: repmgr\n"
+                       "    probe_interval: 1s\n    probe_timeout: 800ms\n    members:\n";
+    for (size_t i = 0; i < cluster.nodes().size(); ++i) {
+      yaml += "      - name: " + cluster.nodes()[i].name +
+              "\n        dsn: " + cluster.MemberDsn(i) +
+              "\n        password_file: " + cluster.PasswordFile() + "\n";
+    }
+    const std::string config = WriteFile(cluster.root(), "detector.yml", yaml);
+    port = FreeLoopbackPort();
+    detector = StartReadyDetector(SBD_BINARY, config, port, cluster.root() + "/detector.log");
+  }
+
+  nlohmann::json Status() const { return ClusterStatus(port, "demo"); }
+
+  // Waits until the verdict is `want` and the record names `holder`; throws with the last status.
+  Clock::time_point Reach(const std::string& want, const std::string& holder, seconds deadline) {
+    nlohmann::json last;
+    const bool reached = WaitFor(
+        [&] {
+          last = Status();
+          return last.value("verdict", "") == want && last.contains("lock") &&
+                 last["lock"].value("holder", "") == holder;
+        },
+        deadline);
+    if (!reached) {
+      throw std::runtime_error("not " + want + " with holder " + holder +
+                               "; last status: " + last.dump(2) + "\n" + detector->Log());
+    }
+    return Clock::now();
+  }
+
+  // Alert names delivered firing at or after `since`.
+  std::vector<std::string> FiringSince(Clock::time_point since) const {
+    std::vector<std::string> out;
+    for (const auto& d : webhook.Deliveries()) {
+      if (d.at < since || !d.body.contains("alerts")) continue;
+      for (const auto& alert : d.body["alerts"]) {
+        if (alert.value("status", "") == "firing") {
+          out.push_back(alert["labels"].value("alertname", ""));
+        }
+      }
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("repmgr: a healthy cluster's record names the primary and pages nobody",
+          "[repmgr_integration]") {
+  RepmgrEnvironment env;
+  const auto start = env.Reach("healthy", "node1", seconds(30));
+  const nlohmann::json status = env.Status();
+  INFO(status.dump(2));
+  CHECK(status["lock"]["readable"] == true);
+  CHECK(status["lock"]["kind"] == "repmgr");
+  // Let a few rounds pass: still healthy, nothing fired.
+  CHECK_FALSE(WaitFor([&] { return env.Status().value("verdict", "") != "healthy"; }, seconds(3)));
+  CHECK(env.FiringSince(start).empty());
+}
+
+TEST_CASE("repmgr: a standby promoted by hand beside a running old primary pages it as zombie",
+          "[repmgr_integration]") {
+  RepmgrEnvironment env;
+  const auto start = env.Reach("healthy", "node1", seconds(30));
+  // repmgr refuses to promote while it reaches the primary: the primary looks dead (frozen) while
+  // the operator promotes node2 by hand, then comes back, still writable. repmgr does not fence.
+  env.cluster.Freeze(0);
+  env.cluster.Repmgr(1, {"standby", "promote"});
+  env.cluster.Thaw(0);
+  REQUIRE(env.cluster.Writable(0));
+  REQUIRE(env.cluster.Writable(1));
+  const auto onset = Clock::now();
+
+  REQUIRE(env.webhook.WaitFor(
+      [&](const WebhookReceiver::Delivery& d) {
+        return d.at >= start && FiringAlert(d, "SplitBrain", "demo").has_value();
+      },
+      std::chrono::milliseconds(30000)));
+  std::optional<nlohmann::json> alert;
+  Clock::time_point paged;
+  for (const auto& d : env.webhook.Deliveries()) {
+    if (d.at < start) continue;
+    alert = FiringAlert(d, "SplitBrain", "demo");
+    paged = d.at;
+    if (alert) break;
+  }
+  REQUIRE(alert);
+  INFO(alert->dump(2));
+  std::cout << "repmgr: promotion to page: " << std::chrono::duration<double>(paged - onset).count()
+            << " s\n";
+  const std::string summary = (*alert)["annotations"]["summary"];
+  CHECK(summary.find("zombie node1") != std::string::npos);
+  CHECK(summary.find("lock holder node2") != std::string::npos);
+  CHECK((*alert)["labels"]["lock_kind"] == "repmgr");
+
+  const nlohmann::json status = env.Status();
+  INFO(status.dump(2));
+  CHECK(status["verdict"] == "split_brain");
+  CHECK(status["lock"]["holder"] == "node2");
+  bool node1_zombie = false;
+  for (const auto& member : status["members"]) {
+    if (member["name"] == "node1") node1_zombie = member.value("zombie", false);
+  }
+  CHECK(node1_zombie);
+}
+
+TEST_CASE("repmgr: three switchovers page nobody and the record follows each",
+          "[repmgr_integration]") {
+  RepmgrEnvironment env;
+  const auto start = env.Reach("healthy", "node1", seconds(30));
+  size_t primary = 0;
+  for (int round = 0; round < 3; ++round) {
+    const size_t next = (primary + 1) % env.cluster.nodes().size();
+    // repmgr stops the old primary (through ssh, here the local shell) before it promotes the
+    // standby, then rejoins it and has the other standby follow the new primary.
+    env.cluster.Repmgr(next, {"standby", "switchover", "--siblings-follow"});
+    env.Reach("healthy", env.cluster.nodes()[next].name, seconds(60));
+    CHECK(env.Status()["lock"]["mod_revision"] == round + 1);
+    primary = next;
+  }
+  const auto pages = env.FiringSince(start);
+  CHECK(std::count(pages.begin(), pages.end(), "SplitBrain") == 0);
+}
+
+TEST_CASE("repmgr: repmgrd promotes past a frozen primary; the primary resumed is paged",
+          "[repmgr_integration]") {
+  RepmgrEnvironment env(true);
+  const auto start = env.Reach("healthy", "node1", seconds(30));
+  // Frozen past reconnect_attempts x (connect_timeout + reconnect_interval): repmgrd on a
+  // standby promotes it; the old primary, resumed, is still a primary (repmgr does not fence).
+  env.cluster.Freeze(0);
+  const bool promoted = WaitFor([&] { return env.cluster.Writable(1) || env.cluster.Writable(2); },
+                                std::chrono::milliseconds(60000));
+  env.cluster.Thaw(0);
+  REQUIRE(promoted);
+  const auto resumed = Clock::now();
+  std::optional<nlohmann::json> alert;
+  REQUIRE(env.webhook.WaitFor(
+      [&](const WebhookReceiver::Delivery& d) {
+        if (d.at < start) return false;
+        alert = FiringAlert(d, "SplitBrain", "demo");
+        return alert.has_value();
+      },
+      std::chrono::milliseconds(30000)));
+  INFO(alert->dump(2));
+  std::cout << "repmgr: resumed to page: "
+            << std::chrono::duration<double>(Clock::now() - resumed).count() << " s\n";
+  const std::string summary = (*alert)["annotations"]["summary"];
+  CHECK(summary.find("zombie node1") != std::string::npos);
+}
+
+}  // namespace sbd::testing

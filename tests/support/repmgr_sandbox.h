@@ -1,0 +1,71 @@
+// A throw-away repmgr 5.3 cluster for integration tests: PostgreSQL 15 servers on free loopback
+// ports, the primary registered with `repmgr primary register`, each standby made with
+// `repmgr standby clone` and `repmgr standby register`. Every PostgreSQL and repmgr command runs
+// as the `postgres` OS user (PostgreSQL refuses root).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/support/temp_dir.h"
+
+namespace sbd::testing {
+
+/// The cluster; non-copyable, not thread-safe. The destructor thaws and stops every server.
+class RepmgrCluster {
+ public:
+  static constexpr const char* kMonitorPassword = "sbd-repmgr-secret";
+
+  struct Node {
+    std::string name;  ///< node1, node2, ...: repmgr's node_name and the detector's member
+    int id = 0;
+    int port = 0;
+    std::string dir;  ///< holds data/, repmgr.conf and the server log
+    std::vector<pid_t> frozen;
+  };
+
+  /// node1 the primary, the others its standbys; throws std::runtime_error on failure. With
+  /// `repmgrd`, every node runs repmgrd with automatic failover after 2 reconnect attempts 1 s
+  /// apart (connect_timeout 2 s), monitoring every second.
+  explicit RepmgrCluster(int nodes = 3, bool repmgrd = false);
+  ~RepmgrCluster();
+  RepmgrCluster(const RepmgrCluster&) = delete;
+  RepmgrCluster& operator=(const RepmgrCluster&) = delete;
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::string& root() const { return root_->path(); }
+  /// The detector's role (pg_monitor, and SELECT on repmgr.nodes and repmgr.events).
+  std::string MemberDsn(size_t index) const;
+  const std::string& PasswordFile() const { return password_file_; }
+
+  /// `repmgr -f <node's repmgr.conf> args...` with an ssh that runs its command on this host
+  /// (every node is here); throws with the output on failure. Returns the output.
+  std::string Repmgr(size_t index, const std::vector<std::string>& args) const;
+  /// psql as postgres on the node's database `database`; throws on failure.
+  std::string Query(size_t index, const std::string& sql,
+                    const std::string& database = "repmgr") const;
+  /// True when the node answers and is not in recovery.
+  bool Writable(size_t index) const;
+
+  /// SIGSTOP of the postmaster and its children (a frozen host); Thaw() resumes them.
+  void Freeze(size_t index);
+  void Thaw(size_t index);
+
+ private:
+  void Initdb(Node& node);
+  void WriteRepmgrConf(const Node& node) const;
+  void StartServer(const Node& node) const;
+  void StartRepmgrd();
+
+  std::unique_ptr<TempDir> root_;
+  std::string password_file_;
+  std::vector<Node> nodes_;
+  bool repmgrd_ = false;
+  std::vector<pid_t> daemons_;
+};
+
+}  // namespace sbd::testing
