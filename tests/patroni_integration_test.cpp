@@ -114,9 +114,11 @@ TEST_CASE(
   other.WaitHealthy();
   std::vector<const PatroniMember*> extra;
   for (const auto& m : other.members()) extra.push_back(&m);
-  // The members come from a file_sd target file (the config changed: SIGHUP)...
+  // The members come from a file_sd target file (the config changed: SIGHUP). The new
+  // targets are written only once that reload is done: the file watcher it starts is what
+  // must see them.
   env.WriteFileSdConfig({});
-  env.detector->Signal(SIGHUP);
+  REQUIRE(env.detector->Reload(seconds(20)));
   REQUIRE(WaitFor(
       [&] {
         const nlohmann::json status = env.Status();
@@ -126,7 +128,10 @@ TEST_CASE(
   // ...and when the new cluster's targets join it under the same label, the detector
   // reloads by itself: no SIGHUP.
   env.WriteFileSdConfig(extra);
-  REQUIRE(WaitFor([&] { return env.Verdict() == "drift"; }, seconds(20)));
+  std::string trail;
+  const bool drifted = env.ReachesVerdict("drift", seconds(40), trail);
+  INFO(trail);
+  REQUIRE(drifted);
   const auto status = env.Status();
   INFO(status.dump(2));
   const std::string other_leader = other.Leader();
@@ -162,7 +167,7 @@ TEST_CASE(
 
   // Back to the demo cluster alone before the next scenario.
   env.WriteConfig({});
-  env.detector->Signal(SIGHUP);
+  REQUIRE(env.detector->Reload(seconds(20)));
   REQUIRE(WaitFor([&] { return env.Verdict() == "healthy"; }, seconds(20)));
 }
 

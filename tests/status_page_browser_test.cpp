@@ -131,7 +131,8 @@ TEST_CASE(
 
   PgSandbox sandbox;
   PgInstance& a = sandbox.StartPrimary("pg-a");
-  // The grant the README names, so that the page shows the fork point and the WAL since it.
+  // The grant docs/kinds/postgres.md names, so that the page shows the fork point and the WAL since
+  // it.
   a.Query("GRANT EXECUTE ON FUNCTION pg_read_file(text) TO splitbrain");
   PgInstance& b = sandbox.StartReplica("pg-b", a);
   PgInstance& c = sandbox.StartPrimary("pg-c");

@@ -6,7 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -33,6 +36,35 @@ DetectorProcess::DetectorProcess(const std::string& binary, const std::vector<st
 }
 
 DetectorProcess::~DetectorProcess() { Kill(); }
+
+namespace {
+
+size_t Occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+bool DetectorProcess::Reload(std::chrono::seconds deadline) {
+  const std::string kDone = "msg=\"config reloaded\"";
+  const std::string kRefused = "msg=\"reload failed";
+  const std::string before = Log();
+  const size_t done = Occurrences(before, kDone);
+  const size_t refused = Occurrences(before, kRefused);
+  Signal(SIGHUP);
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < until) {
+    const std::string now = Log();
+    if (Occurrences(now, kDone) > done) return true;
+    if (Occurrences(now, kRefused) > refused) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
 
 void DetectorProcess::Signal(int sig) {
   if (pid_ > 0) kill(pid_, sig);
@@ -104,6 +136,15 @@ double MetricValue(const std::string& body, const std::string& series) {
 std::string WriteFile(const std::string& dir, const std::string& name, const std::string& text) {
   const std::string path = dir + "/" + name;
   std::ofstream(path) << text;
+  return path;
+}
+
+std::string ReplaceFile(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  const std::string staged = WriteFile(dir, "." + name + ".new", text);
+  if (std::rename(staged.c_str(), path.c_str()) != 0) {
+    throw std::runtime_error("rename " + staged + " to " + path + ": " + std::strerror(errno));
+  }
   return path;
 }
 

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,6 +22,11 @@ class DetectorProcess {
   DetectorProcess(const DetectorProcess&) = delete;
   DetectorProcess& operator=(const DetectorProcess&) = delete;
   void Signal(int sig);
+  /// Sends SIGHUP and waits up to `deadline` for the detector to log that a reload finished
+  /// ("config reloaded", or "reload failed" when the new config was refused). True when it
+  /// reloaded. Write the config files before calling it, not during: a reload reads them when
+  /// it runs, and a SIGHUP's wait ends only once one has.
+  bool Reload(std::chrono::seconds deadline);
   /// Sends SIGKILL and reaps it; idempotent.
   void Kill();
   std::string Log() const;
@@ -50,5 +56,8 @@ bool HasLine(const std::string& body, const std::string& line);
 double MetricValue(const std::string& body, const std::string& series);
 /// Writes `text` to dir/name and returns the path.
 std::string WriteFile(const std::string& dir, const std::string& name, const std::string& text);
+/// The same, written beside it and renamed over it, as a config management tool replaces a
+/// file: a reader sees the old text or the new, never half of it. Throws if the rename fails.
+std::string ReplaceFile(const std::string& dir, const std::string& name, const std::string& text);
 
 }  // namespace sbd::testing

@@ -1,6 +1,7 @@
-// A complete sandbox for end-to-end runs on Patroni: etcd 3.4, a 3-member Patroni 3.0 cluster,
-// Alertmanager 0.25 with a webhook receiver that timestamps deliveries, the detector binary,
-// and an independent poller of writability. Used by the integration tests and the demo.
+// A complete sandbox for end-to-end runs on Patroni: etcd 3.4 (or ZooKeeper 3.8), a Patroni 3.0
+// cluster (3 members by default), Alertmanager 0.25 with a webhook receiver that timestamps
+// deliveries, the detector binary, and an independent poller of writability. Used by the
+// integration tests and the demo.
 #pragma once
 
 #include <atomic>
@@ -19,6 +20,7 @@
 #include "tests/support/detector_process.h"
 #include "tests/support/patroni_sandbox.h"
 #include "tests/support/process.h"
+#include "tests/support/zookeeper_sandbox.h"
 
 namespace sbd::testing {
 
@@ -86,10 +88,14 @@ inline std::string MemberYaml(const PatroniMember& m, const std::string& passwor
          "\n";
 }
 
+/// The DCS the sandbox's Patroni runs on.
+enum class PatroniDcs { kEtcd, kZooKeeper };
+
 /// Everything the scenarios share; built by the first scenario, torn down at exit.
 struct Environment {
   ScopedTempDir root{"sbd-patroni-it-"};
-  std::unique_ptr<EtcdServer> etcd;
+  std::unique_ptr<EtcdServer> etcd;            ///< set on etcd
+  std::unique_ptr<ZooKeeperServer> zookeeper;  ///< set on ZooKeeper
   std::unique_ptr<PatroniCluster> cluster;
   std::unique_ptr<WebhookReceiver> webhook;
   std::unique_ptr<AlertmanagerServer> alertmanager;
@@ -99,11 +105,18 @@ struct Environment {
   int port = 0;
 
   /// `binary` is the splitbrain-detector to run.
-  explicit Environment(const std::string& binary) {
-    etcd = std::make_unique<EtcdServer>(root.path() + "/etcd");
+  explicit Environment(const std::string& binary, PatroniDcs dcs = PatroniDcs::kEtcd,
+                       int members = 3) {
     const auto start = std::chrono::steady_clock::now();
-    cluster = std::make_unique<PatroniCluster>(root.path() + "/demo", "demo", *etcd, 3,
-                                               kSandboxTtlSeconds, 1, 3);
+    if (dcs == PatroniDcs::kEtcd) {
+      etcd = std::make_unique<EtcdServer>(root.path() + "/etcd");
+      cluster = std::make_unique<PatroniCluster>(root.path() + "/demo", "demo", *etcd, members,
+                                                 kSandboxTtlSeconds, 1, 3);
+    } else {
+      zookeeper = std::make_unique<ZooKeeperServer>(root.path() + "/zookeeper");
+      cluster = std::make_unique<PatroniCluster>(root.path() + "/demo", "demo", *zookeeper, members,
+                                                 kSandboxTtlSeconds, 1, 3);
+    }
     cluster->WaitHealthy();
     std::cout << "patroni cluster up in "
               << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
@@ -132,7 +145,7 @@ struct Environment {
     std::string yaml = Header() + "    members:\n";
     for (const auto& m : cluster->members()) yaml += MemberYaml(m, cluster->PasswordFile());
     for (const auto* m : extra) yaml += MemberYaml(*m, cluster->PasswordFile(), "other-");
-    WriteFile(root.path(), "detector.yml", yaml);
+    ReplaceFile(root.path(), "detector.yml", yaml);
   }
 
   /// The same, with every member taken from a Prometheus file_sd target file in which all of
@@ -147,21 +160,24 @@ struct Environment {
     };
     for (const auto& m : cluster->members()) add(m, "");
     for (const auto* m : extra) add(*m, "other-");
-    WriteFile(root.path(), "targets.json", targets.dump(1));
-    WriteFile(root.path(), "detector.yml",
-              Header() + "    file_sd:\n      files: [" + root.path() +
-                  "/targets.json]\n      group_by: cluster\n      name_label: member\n"
-                  "      patroni_url_label: patroni_url\n"
-                  "      dsn: \"user=splitbrain dbname=postgres\"\n      password_file: " +
-                  cluster->PasswordFile() + "\n");
+    // Both replaced whole, as an inventory tool writes them: the reload the file watcher starts
+    // when the targets change may read either file at any moment.
+    ReplaceFile(root.path(), "targets.json", targets.dump(1));
+    ReplaceFile(root.path(), "detector.yml",
+                Header() + "    file_sd:\n      files: [" + root.path() +
+                    "/targets.json]\n      group_by: cluster\n      name_label: member\n"
+                    "      patroni_url_label: patroni_url\n"
+                    "      dsn: \"user=splitbrain dbname=postgres\"\n      password_file: " +
+                    cluster->PasswordFile() + "\n");
   }
 
   std::string Header() const {
     return "alerting:\n  alertmanagers:\n    - url: " + alertmanager->url() +
            "\n  resend_interval: 5s\nsuppressions:\n  dropin_dir: " + dropins +
-           "\nclusters:\n  - name: demo\n    kind: patroni\n    scope: demo\n    etcd:\n"
-           "      endpoints: [" +
-           etcd->endpoint() + "]\n    probe_interval: 1s\n    probe_timeout: 800ms\n";
+           "\nclusters:\n  - name: demo\n    kind: patroni\n    scope: demo\n" +
+           (etcd ? "    etcd:\n      endpoints: [" + etcd->endpoint() + "]\n"
+                 : "    zookeeper:\n      hosts: ['" + zookeeper->host() + "']\n") +
+           "    probe_interval: 1s\n    probe_timeout: 800ms\n";
   }
 
   nlohmann::json Status() const {
@@ -169,6 +185,35 @@ struct Environment {
     return body.empty() ? nlohmann::json() : nlohmann::json::parse(body)["clusters"][0];
   }
   std::string Verdict() const { return Status().value("verdict", ""); }
+
+  /// Waits until the verdict is `want`. On the way it writes into `trail` the verdicts seen, in
+  /// order with their counts ("healthy x4, unknown x2"), and the last status, so that a
+  /// scenario that never gets there says where it stayed.
+  bool ReachesVerdict(const std::string& want, std::chrono::seconds deadline,
+                      std::string& trail) const {
+    std::string last_verdict;
+    int repeats = 0;
+    nlohmann::json last;
+    std::vector<std::string> seen;
+    const bool reached = WaitFor(
+        [&] {
+          last = Status();
+          const std::string verdict = last.value("verdict", "");
+          if (verdict == last_verdict && !seen.empty()) {
+            seen.back() = verdict + " x" + std::to_string(++repeats);
+          } else {
+            last_verdict = verdict;
+            repeats = 1;
+            seen.push_back(verdict + " x1");
+          }
+          return verdict == want;
+        },
+        deadline);
+    trail = "verdicts seen waiting for " + want + ": ";
+    for (size_t i = 0; i < seen.size(); ++i) trail += (i ? ", " : "") + seen[i];
+    trail += "\nlast status: " + last.dump(2);
+    return reached;
+  }
 
   /// A scenario's precondition, whatever ran before it (or nothing): the cluster healed and
   /// streaming, then the detector's verdict healthy. Returns the instant that held, from which

@@ -20,6 +20,7 @@
 #include "tests/support/files.h"
 #include "tests/support/pg_sandbox.h"
 #include "tests/support/process.h"
+#include "tests/support/zookeeper_sandbox.h"
 
 namespace sbd::testing {
 namespace {
@@ -264,9 +265,23 @@ std::string PatroniMember::SuperuserDsn() const {
 PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& scope,
                                const EtcdServer& etcd, int members, int ttl_seconds,
                                int loop_wait_seconds, int retry_timeout_seconds)
+    : PatroniCluster(root_dir, scope, &etcd, nullptr, members, ttl_seconds, loop_wait_seconds,
+                     retry_timeout_seconds) {}
+
+PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& scope,
+                               const ZooKeeperServer& zookeeper, int members, int ttl_seconds,
+                               int loop_wait_seconds, int retry_timeout_seconds)
+    : PatroniCluster(root_dir, scope, nullptr, &zookeeper, members, ttl_seconds, loop_wait_seconds,
+                     retry_timeout_seconds) {}
+
+PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& scope,
+                               const EtcdServer* etcd, const ZooKeeperServer* zookeeper,
+                               int members, int ttl_seconds, int loop_wait_seconds,
+                               int retry_timeout_seconds)
     : root_dir_(root_dir),
       scope_(scope),
       etcd_(etcd),
+      zookeeper_(zookeeper),
       ttl_(ttl_seconds),
       loop_wait_(loop_wait_seconds),
       retry_timeout_(retry_timeout_seconds) {
@@ -284,7 +299,8 @@ PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& s
         std::to_string(ttl_) + " loop_wait=" + std::to_string(loop_wait_) +
         " retry_timeout=" + std::to_string(retry_timeout_) + ")");
   }
-  if (!etcd_.running()) throw std::invalid_argument("PatroniCluster: etcd is not running");
+  if (etcd_ && !etcd_->running())
+    throw std::invalid_argument("PatroniCluster: etcd is not running");
   if (::access(PatroniBin("patroni").c_str(), X_OK) != 0) {
     throw std::runtime_error("PatroniCluster: patroni not found (PATH or $SBD_PATRONI_BINDIR)");
   }
@@ -302,7 +318,9 @@ PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& s
     password_file_ = root_dir_ + "/" + scope_ + "-monitor.password";
     WriteFile(password_file_, std::string(kMonitorPassword) + "\n", 0600);
 
-    std::set<int> used = {etcd_.client_port(), etcd_.peer_port(), 5432, 8008};
+    std::set<int> used = {5432, 8008};
+    if (etcd_) used.insert({etcd_->client_port(), etcd_->peer_port()});
+    if (zookeeper_) used.insert(zookeeper_->port());
     auto port = [&] {
       for (;;) {
         int p = FreeLoopbackPort();
@@ -344,7 +362,7 @@ PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& s
             Fail("patroni " + first + " " + how + " during bootstrap");
           }
           try {
-            last = etcd_.Get(KeyPrefix() + "leader");
+            last = DcsLeader();
             if (last != first) return false;
             std::string out;
             return TryQuery(first, "SELECT pg_is_in_recovery()", &out, seconds(5)) && out == "f";
@@ -356,8 +374,7 @@ PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& s
         kFirstLeaderDeadline, milliseconds(200));
     if (!leader) {
       Fail(first + " did not become the leader within " +
-           std::to_string(kFirstLeaderDeadline.count() / 1000) + " s (etcd leader key: '" + last +
-           "')");
+           std::to_string(kFirstLeaderDeadline.count() / 1000) + " s (DCS leader: '" + last + "')");
     }
     for (size_t i = 1; i < members_.size(); ++i) StartPatroni(members_[i]);
   } catch (...) {
@@ -385,9 +402,9 @@ void PatroniCluster::WriteConfig(const PatroniMember& m) const {
     << "restapi:\n"
     << "  listen: " << rest << "\n"
     << "  connect_address: " << rest << "\n"
-    << "etcd3:\n"
-    << "  hosts: 127.0.0.1:" << etcd_.client_port() << "\n"
-    << "  protocol: http\n"
+    << (etcd_ ? "etcd3:\n  hosts: 127.0.0.1:" + std::to_string(etcd_->client_port()) +
+                    "\n  protocol: http\n"
+              : "zookeeper:\n  hosts: ['" + zookeeper_->host() + "']\n")
     << "bootstrap:\n"
     << "  dcs:\n"
     << "    ttl: " << ttl_ << "\n"
@@ -468,6 +485,20 @@ std::string PatroniCluster::RestGet(const std::string& name, const std::string& 
 }
 
 std::string PatroniCluster::Leader() const {
+  std::string leader = RestLeader();
+  if (!leader.empty() || !etcd_) return leader;
+  try {
+    return etcd_->Get(KeyPrefix() + "leader");
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+std::string PatroniCluster::DcsLeader() const {
+  return etcd_ ? etcd_->Get(KeyPrefix() + "leader") : RestLeader();
+}
+
+std::string PatroniCluster::RestLeader() const {
   for (const auto& m : members_) {
     if (m.frozen || m.patroni_pid <= 0) continue;
     try {
@@ -483,11 +514,7 @@ std::string PatroniCluster::Leader() const {
       // Try the next member.
     }
   }
-  try {
-    return etcd_.Get(KeyPrefix() + "leader");
-  } catch (const std::exception&) {
-    return "";
-  }
+  return "";
 }
 
 bool PatroniCluster::TryQuery(const std::string& name, const std::string& sql, std::string* out,
@@ -580,7 +607,8 @@ void PatroniCluster::EnsureMonitorRole() {
   Query(leader, "SET client_min_messages = warning; GRANT pg_monitor TO " + user + ";");
   Query(leader,
         "GRANT EXECUTE ON FUNCTION pg_control_system(), pg_control_checkpoint() TO " + user);
-  // The fork point of a split brain (the new timeline's history file), as the README says.
+  // The fork point of a split brain (the new timeline's history file), as docs/kinds/postgres.md
+  // says.
   Query(leader, "GRANT EXECUTE ON FUNCTION pg_read_file(text) TO " + user);
 }
 
@@ -777,7 +805,8 @@ std::string PatroniCluster::DescribeLogs(int lines) const {
          std::to_string(m.rest_port) + "): last lines of " + m.log_file + " ---\n" +
          Tail(m.log_file, lines);
   }
-  s += "--- etcd: last lines of " + etcd_.log_file() + " ---\n" + etcd_.LogTail(10);
+  if (etcd_) s += "--- etcd: last lines of " + etcd_->log_file() + " ---\n" + etcd_->LogTail(10);
+  if (zookeeper_) s += "--- zookeeper: last lines of its log ---\n" + zookeeper_->LogTail();
   return s;
 }
 
@@ -828,12 +857,12 @@ void PatroniCluster::StopAll() noexcept {
       if (ProcessAlive(pm)) KillProcessTree(pm, kSignalDeadline);
     }
     // Forget the cluster in etcd, so that the scope can be bootstrapped again.
-    if (etcd_.running()) {
+    if (etcd_ && etcd_->running()) {
       try {
-        etcd_.PostV3("kv/deleterange",
-                     json{{"key", sbd::Base64Encode(KeyPrefix())},
-                          {"range_end", sbd::Base64Encode(PrefixRangeEnd(KeyPrefix()))}}
-                         .dump());
+        etcd_->PostV3("kv/deleterange",
+                      json{{"key", sbd::Base64Encode(KeyPrefix())},
+                           {"range_end", sbd::Base64Encode(PrefixRangeEnd(KeyPrefix()))}}
+                          .dump());
       } catch (const std::exception&) {
       }
     }

@@ -94,8 +94,11 @@ struct PatroniMember {
   std::string SuperuserDsn() const;
 };
 
-/// A Patroni cluster of N members (node1..nodeN) using one etcd through its v3 API (`etcd3:`),
-/// scope `scope`, namespace /service. `etcd` must outlive the cluster. Not thread-safe.
+class ZooKeeperServer;
+
+/// A Patroni cluster of N members (node1..nodeN) using one DCS: etcd through its v3 API
+/// (`etcd3:`) or ZooKeeper (`zookeeper:`, through kazoo), scope `scope`, namespace /service. The
+/// DCS server must outlive the cluster. Not thread-safe.
 class PatroniCluster {
  public:
   static constexpr const char* kMonitorPassword = "sbd-test-secret";  // same as PgSandbox's
@@ -109,6 +112,11 @@ class PatroniCluster {
   PatroniCluster(const std::string& root_dir, const std::string& scope, const EtcdServer& etcd,
                  int members = 3, int ttl_seconds = 10, int loop_wait_seconds = 1,
                  int retry_timeout_seconds = 3);
+  /// The same on ZooKeeper: the ttl is the members' session timeout. The scope's znodes are left
+  /// on the server at the end (give each cluster its own scope or its own server).
+  PatroniCluster(const std::string& root_dir, const std::string& scope,
+                 const ZooKeeperServer& zookeeper, int members = 3, int ttl_seconds = 10,
+                 int loop_wait_seconds = 1, int retry_timeout_seconds = 3);
   /// Thaws anything frozen, SIGTERMs every patroni at once and waits for them (SIGKILL as a last
   /// resort), makes sure every postmaster is gone, deletes the etcd keys /service/<scope>/ (when
   /// etcd runs) and removes the member dirs it created. Removes nothing outside root_dir.
@@ -144,8 +152,8 @@ class PatroniCluster {
   /// 5 s timeout each). A split brain shows two.
   std::vector<std::string> WritableMembers() const;
 
-  /// Current leader's name according to GET /cluster of a non-frozen member, falling back to the
-  /// etcd key /service/<scope>/leader. "" when there is none.
+  /// Current leader's name according to GET /cluster of a non-frozen member, falling back (on
+  /// etcd) to the key /service/<scope>/leader. "" when there is none.
   std::string Leader() const;
 
   /// SIGSTOP of the member's patroni process only (its PostgreSQL keeps running); waits until the
@@ -184,7 +192,14 @@ class PatroniCluster {
   std::string DescribeLogs(int lines = 30) const;
 
  private:
+  PatroniCluster(const std::string& root_dir, const std::string& scope, const EtcdServer* etcd,
+                 const ZooKeeperServer* zookeeper, int members, int ttl_seconds,
+                 int loop_wait_seconds, int retry_timeout_seconds);
   void WriteConfig(const PatroniMember& m) const;
+  // The leader as GET /cluster of a non-frozen member says; "" when none answers.
+  std::string RestLeader() const;
+  // The leader as the DCS says (etcd's key; ZooKeeper: as the members' REST API says).
+  std::string DcsLeader() const;
   std::string MoveLeader(const std::string& how, const std::string& candidate,
                          std::chrono::seconds deadline);
   void StartPatroni(PatroniMember& m);
@@ -196,7 +211,8 @@ class PatroniCluster {
 
   std::string root_dir_;
   std::string scope_;
-  const EtcdServer& etcd_;
+  const EtcdServer* etcd_;  // exactly one of the two is set
+  const ZooKeeperServer* zookeeper_;
   int ttl_;
   int loop_wait_;
   int retry_timeout_;
