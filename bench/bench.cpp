@@ -76,7 +76,7 @@ struct Options {
   int bouncers = 2;        // pgbouncer processes the scale members are spread over
   int cluster_size = 3;    // members per cluster in the scale part (1 primary + replicas)
   // pgbouncer's auth_type towards the detector. md5: with SCRAM, 1,000 members connecting at
-  // once never all got through (see BENCHMARKS.md).
+  // once never all got through (see bench/HISTORY.md).
   std::string bouncer_auth = "md5";
   // shared: every cluster's m1 is the one real primary, so one lineage is writable in every
   // cluster (what the lineage-fork check sees as forks: its worst case). replicas: every member
