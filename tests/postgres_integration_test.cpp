@@ -80,7 +80,9 @@ TEST_CASE("postgres: a healthy primary and replica are read by identity", "[post
   PgSandbox sandbox;
   PgInstance& a = sandbox.StartPrimary("pg-a");
   PgInstance& b = sandbox.StartReplica("pg-b", a);
-  Scheduler scheduler(MustParse(ConfigYaml(sandbox, {{"demo", {&a, &b}}})));
+  // One round is all each case runs: a first connection (SCRAM) gets 2 s, which a sanitizer
+  // build beside other suites needs; the 400 ms default is for later rounds.
+  Scheduler scheduler(MustParse(ConfigYaml(sandbox, {{"demo", {&a, &b}, "6s", "2s", "2s"}})));
   scheduler.RunOnce();
   const ClusterSnapshot c = scheduler.Snapshot().front();
   INFO(c.assessment.summary);
@@ -109,7 +111,9 @@ TEST_CASE("postgres: a promoted replica is a confirmed split brain naming both m
   PgSandbox sandbox;
   PgInstance& a = sandbox.StartPrimary("pg-a");
   PgInstance& b = sandbox.StartReplica("pg-b", a);
-  Scheduler scheduler(MustParse(ConfigYaml(sandbox, {{"demo", {&a, &b}}})));
+  // One round is all each case runs: a first connection (SCRAM) gets 2 s, which a sanitizer
+  // build beside other suites needs; the 400 ms default is for later rounds.
+  Scheduler scheduler(MustParse(ConfigYaml(sandbox, {{"demo", {&a, &b}, "6s", "2s", "2s"}})));
   scheduler.RunOnce();
   REQUIRE(VerdictOf(scheduler, "demo") == Verdict::kHealthy);
 
