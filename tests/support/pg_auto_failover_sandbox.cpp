@@ -261,9 +261,17 @@ void PafFormation::Switchover() {
                                    "switchover",
                                    "--pgdata",
                                    nodes_.front().pgdata};
-  const CommandResult result = RunCommand(argv, true, std::chrono::seconds(120));
-  if (result.exit_code != 0) {
-    throw std::runtime_error(DescribeCommandRun(argv, result.exit_code, result.output));
+  // The monitor's perform_failover() can lose a deadlock against a keeper's node_active() call
+  // (PostgreSQL aborts one of the two transactions, nothing changed); pg_autoctl then exits
+  // 6 with "deadlock detected", and the operator's answer is to ask again.
+  for (int attempt = 1;; ++attempt) {
+    const CommandResult result = RunCommand(argv, true, std::chrono::seconds(120));
+    if (result.exit_code == 0) return;
+    const bool deadlock = result.output.find("deadlock detected") != std::string::npos;
+    if (!deadlock || attempt == 3) {
+      throw std::runtime_error(DescribeCommandRun(argv, result.exit_code, result.output));
+    }
+    WaitSettled(std::chrono::seconds(60));
   }
 }
 
