@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/config_errors.h"
+
 using sbd::ConfigError;
 using sbd::Millis;
 
@@ -26,16 +28,10 @@ sbd::ValidatedConfig Valid(const sbd::ConfigResult& result) {
   return std::get<sbd::ValidatedConfig>(result);
 }
 
-std::vector<std::string> ErrorLines(const sbd::ConfigResult& result) {
-  std::vector<std::string> lines;
-  if (const auto* errors = std::get_if<std::vector<ConfigError>>(&result)) {
-    for (const ConfigError& e : *errors) lines.push_back(e.ToString());
-  }
-  return lines;
-}
+using sbd::testing::ConfigErrorLines;
 
 std::vector<std::string> LoadErrors(const std::string& name) {
-  return ErrorLines(sbd::LoadConfig(kDir + name));
+  return ConfigErrorLines(sbd::LoadConfig(kDir + name));
 }
 
 // The options libpq reads back from a connection string, so DSNs compare by meaning.
@@ -563,7 +559,7 @@ TEST_CASE("config: dsn errors never echo password fragments", "[config]") {
       - name: m
         dsn: 'postgresql://u:qx"zk@[::1'
 )";
-  std::vector<std::string> lines = ErrorLines(sbd::ParseConfig(yaml, "inline.yml"));
+  std::vector<std::string> lines = ConfigErrorLines(sbd::ParseConfig(yaml, "inline.yml"));
   REQUIRE(lines.size() == 1);
   lines.insert(lines.end(), fixture.begin(), fixture.end());
   for (const std::string& line : lines) {
@@ -580,7 +576,7 @@ TEST_CASE("config: an unreadable file is one error at line 0", "[config]") {
   CHECK(LoadErrors("does-not-exist.yml") ==
         std::vector<std::string>{path + ":0:0: cannot read file: No such file or directory"});
   const auto result = sbd::LoadConfig(kDir);
-  REQUIRE(ErrorLines(result) ==
+  REQUIRE(ConfigErrorLines(result) ==
           std::vector<std::string>{kDir + ":0:0: cannot read file: Is a directory"});
   const ConfigError& error = std::get<std::vector<ConfigError>>(result)[0];
   CHECK(error.line == 0);
@@ -753,7 +749,7 @@ TEST_CASE("config: a kind's block on another kind, and an unknown kind, are repo
       "    kind: zookeeper\n"
       "    etcd_election: {endpoints: [nope], prefix: p}\n"
       "    members: [{name: m, dsn: 'host=h'}]\n";
-  CHECK(ErrorLines(sbd::ParseConfig(yaml, "kinds.yml")) ==
+  CHECK(ConfigErrorLines(sbd::ParseConfig(yaml, "kinds.yml")) ==
         std::vector<std::string>{
             "kinds.yml:3:5: clusters[0].redis_lease: only valid for kind: redis_lease",
             "kinds.yml:8:5: clusters[1].k8s_lease: only valid for kind: k8s_lease",

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "detector/config/config.h"
+#include "tests/support/config_errors.h"
 
 namespace {
 
@@ -15,20 +16,14 @@ sbd::ConfigResult Parse(const std::string& block) {
       "k8s.yml");
 }
 
-std::vector<std::string> Errors(const sbd::ConfigResult& result) {
-  std::vector<std::string> lines;
-  if (const auto* errors = std::get_if<std::vector<sbd::ConfigError>>(&result)) {
-    for (const sbd::ConfigError& e : *errors) lines.push_back(e.ToString());
-  }
-  return lines;
-}
+using sbd::testing::ConfigErrorLines;
 
 }  // namespace
 
 TEST_CASE("config: a k8s_lease cluster reads its API server, Lease and client-go's claim",
           "[config][k8s]") {
   const auto result = Parse("    k8s_lease:\n      api_server: https://10.0.0.1:6443/\n");
-  INFO(Errors(result).size());
+  INFO(ConfigErrorLines(result).size());
   REQUIRE(std::holds_alternative<sbd::ValidatedConfig>(result));
   const sbd::ClusterSpec& c = std::get<sbd::ValidatedConfig>(result).clusters().at(0);
   CHECK(c.kind == "k8s_lease");
@@ -55,15 +50,15 @@ TEST_CASE("config: a k8s_lease cluster reads its API server, Lease and client-go
 }
 
 TEST_CASE("config: a k8s_lease block reports each mistake at its key", "[config][k8s]") {
-  CHECK(Errors(Parse("")) ==
+  CHECK(ConfigErrorLines(Parse("")) ==
         std::vector<std::string>{"k8s.yml:2:5: clusters[0].k8s_lease: required"});
-  CHECK(Errors(Parse("    k8s_lease:\n      namespace: x\n")) ==
+  CHECK(ConfigErrorLines(Parse("    k8s_lease:\n      namespace: x\n")) ==
         std::vector<std::string>{
             "k8s.yml:5:7: clusters[0].k8s_lease.api_server: required (or kubeconfig)"});
-  CHECK(Errors(Parse("    k8s_lease:\n      api_server: http://10.0.0.1\n")) ==
+  CHECK(ConfigErrorLines(Parse("    k8s_lease:\n      api_server: http://10.0.0.1\n")) ==
         std::vector<std::string>{
             "k8s.yml:5:19: clusters[0].k8s_lease.api_server: expected an https:// URL"});
-  CHECK(Errors(Parse("    k8s_lease:\n      kubeconfig: /k\n      token_file: /t\n")) ==
+  CHECK(ConfigErrorLines(Parse("    k8s_lease:\n      kubeconfig: /k\n      token_file: /t\n")) ==
         std::vector<std::string>{"k8s.yml:6:7: clusters[0].k8s_lease.token_file: not valid "
                                  "with kubeconfig (it names its own)"});
 }

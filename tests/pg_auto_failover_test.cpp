@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "detector/config/config.h"
+#include "tests/support/config_errors.h"
 
 namespace {
 
@@ -42,13 +43,7 @@ sbd::ConfigResult Parse(const std::string& block) {
                           "paf.yml");
 }
 
-std::vector<std::string> Errors(const sbd::ConfigResult& result) {
-  std::vector<std::string> lines;
-  if (const auto* errors = std::get_if<std::vector<sbd::ConfigError>>(&result)) {
-    for (const sbd::ConfigError& e : *errors) lines.push_back(e.ToString());
-  }
-  return lines;
-}
+using sbd::testing::ConfigErrorLines;
 
 }  // namespace
 
@@ -200,7 +195,7 @@ TEST_CASE("config: a pg_auto_failover cluster reads its monitor, formation and g
       "    pg_auto_failover:\n      monitor: host=127.0.0.1 port=6000 user=autoctl_node "
       "dbname=pg_auto_failover\n      monitor_password_env: PAF_PASSWORD\n"
       "      formation: sales\n      group: 2\n");
-  INFO(Errors(result).size());
+  INFO(ConfigErrorLines(result).size());
   REQUIRE(std::holds_alternative<sbd::ValidatedConfig>(result));
   const sbd::ClusterSpec& c = std::get<sbd::ValidatedConfig>(result).clusters().at(0);
   CHECK(c.kind == "pg_auto_failover");
@@ -217,9 +212,9 @@ TEST_CASE("config: a pg_auto_failover cluster reads its monitor, formation and g
 
 TEST_CASE("config: a pg_auto_failover block reports each mistake at its key",
           "[config][pg_auto_failover]") {
-  CHECK(Errors(Parse("")) ==
+  CHECK(ConfigErrorLines(Parse("")) ==
         std::vector<std::string>{"paf.yml:2:5: clusters[0].pg_auto_failover: required"});
-  CHECK(Errors(Parse("    pg_auto_failover:\n      formation: ''\n      group: -1\n")) ==
+  CHECK(ConfigErrorLines(Parse("    pg_auto_failover:\n      formation: ''\n      group: -1\n")) ==
         std::vector<std::string>{
             "paf.yml:5:7: clusters[0].pg_auto_failover.monitor: required",
             "paf.yml:5:18: clusters[0].pg_auto_failover.formation: expected 1 to 63 bytes",

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "detector/config/config.h"
+#include "tests/support/config_errors.h"
 
 namespace {
 
@@ -22,13 +23,7 @@ sbd::ConfigResult Parse(const std::string& block) {
       "zk.yml");
 }
 
-std::vector<std::string> Errors(const sbd::ConfigResult& result) {
-  std::vector<std::string> lines;
-  if (const auto* errors = std::get_if<std::vector<sbd::ConfigError>>(&result)) {
-    for (const sbd::ConfigError& e : *errors) lines.push_back(e.ToString());
-  }
-  return lines;
-}
+using sbd::testing::ConfigErrorLines;
 
 }  // namespace
 
@@ -154,7 +149,7 @@ TEST_CASE("config: a zookeeper_lock cluster reads its ensemble, path, limits, di
       "      session_timeout: 6s\n      max_children: 500\n      digest:\n"
       "        username: detector\n        password_env: ZK_PASSWORD\n"
       "      claim:\n        token_label: token\n");
-  INFO(Errors(result).size());
+  INFO(ConfigErrorLines(result).size());
   REQUIRE(std::holds_alternative<sbd::ValidatedConfig>(result));
   const sbd::ClusterSpec& c = std::get<sbd::ValidatedConfig>(result).clusters().at(0);
   CHECK(c.kind == "zookeeper_lock");
@@ -170,17 +165,18 @@ TEST_CASE("config: a zookeeper_lock cluster reads its ensemble, path, limits, di
 }
 
 TEST_CASE("config: a zookeeper_lock block reports each mistake at its key", "[config][zookeeper]") {
-  CHECK(Errors(Parse("")) ==
+  CHECK(ConfigErrorLines(Parse("")) ==
         std::vector<std::string>{"zk.yml:2:5: clusters[0].zookeeper_lock: required"});
-  CHECK(Errors(Parse("    zookeeper_lock:\n      hosts: [127.0.0.1:2181]\n")) ==
+  CHECK(ConfigErrorLines(Parse("    zookeeper_lock:\n      hosts: [127.0.0.1:2181]\n")) ==
         std::vector<std::string>{"zk.yml:5:7: clusters[0].zookeeper_lock.path: required"});
-  CHECK(Errors(Parse("    zookeeper_lock:\n      hosts: [nohost]\n      path: locks/\n")) ==
-        std::vector<std::string>{
-            "zk.yml:5:15: clusters[0].zookeeper_lock.hosts[0]: expected host:port",
-            "zk.yml:6:13: clusters[0].zookeeper_lock.path: expected an absolute znode path "
-            "(\"/locks/orders\"), no trailing '/'"});
-  CHECK(Errors(Parse("    zookeeper_lock:\n      hosts: [a:1]\n      path: /l/../m\n"
-                     "      digest:\n        username: 'u:x'\n")) ==
+  CHECK(
+      ConfigErrorLines(Parse("    zookeeper_lock:\n      hosts: [nohost]\n      path: locks/\n")) ==
+      std::vector<std::string>{
+          "zk.yml:5:15: clusters[0].zookeeper_lock.hosts[0]: expected host:port",
+          "zk.yml:6:13: clusters[0].zookeeper_lock.path: expected an absolute znode path "
+          "(\"/locks/orders\"), no trailing '/'"});
+  CHECK(ConfigErrorLines(Parse("    zookeeper_lock:\n      hosts: [a:1]\n      path: /l/../m\n"
+                               "      digest:\n        username: 'u:x'\n")) ==
         std::vector<std::string>{
             "zk.yml:6:13: clusters[0].zookeeper_lock.path: expected an absolute znode path "
             "(\"/locks/orders\"), no trailing '/'",

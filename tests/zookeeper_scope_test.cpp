@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "detector/config/config.h"
+#include "tests/support/config_errors.h"
 
 namespace {
 
@@ -33,13 +34,7 @@ sbd::ConfigResult Parse(const std::string& block) {
                           "zk.yml");
 }
 
-std::vector<std::string> Errors(const sbd::ConfigResult& result) {
-  std::vector<std::string> lines;
-  if (const auto* errors = std::get_if<std::vector<sbd::ConfigError>>(&result)) {
-    for (const sbd::ConfigError& e : *errors) lines.push_back(e.ToString());
-  }
-  return lines;
-}
+using sbd::testing::ConfigErrorLines;
 
 }  // namespace
 
@@ -139,7 +134,7 @@ TEST_CASE("config: a patroni cluster on ZooKeeper reads its ensemble, limits and
   const auto result = Parse(
       "    zookeeper:\n      hosts: [127.0.0.1:2181, 'zk2:2181']\n      session_timeout: 6s\n"
       "      digest:\n        username: detector\n        password_file: /etc/sbd/zk\n");
-  INFO(Errors(result).size());
+  INFO(ConfigErrorLines(result).size());
   REQUIRE(std::holds_alternative<sbd::ValidatedConfig>(result));
   const sbd::ClusterSpec& c = std::get<sbd::ValidatedConfig>(result).clusters().at(0);
   CHECK(c.kind == "patroni");
@@ -159,25 +154,27 @@ TEST_CASE("config: a patroni cluster on ZooKeeper reads its ensemble, limits and
 
 TEST_CASE("config: a patroni zookeeper block reports each mistake at its key",
           "[config][zookeeper][patroni]") {
-  CHECK(Errors(Parse("")) ==
+  CHECK(ConfigErrorLines(Parse("")) ==
         std::vector<std::string>{"zk.yml:2:5: clusters[0].etcd: required (or zookeeper)"});
-  CHECK(Errors(Parse("    etcd:\n      endpoints: [http://127.0.0.1:2379]\n"
-                     "    zookeeper:\n      hosts: [a:1]\n")) ==
+  CHECK(ConfigErrorLines(Parse("    etcd:\n      endpoints: [http://127.0.0.1:2379]\n"
+                               "    zookeeper:\n      hosts: [a:1]\n")) ==
         std::vector<std::string>{"zk.yml:7:7: clusters[0].zookeeper: give either etcd or "
                                  "zookeeper, not both: Patroni uses one DCS"});
-  CHECK(Errors(Parse("    zookeeper:\n      session_timeout: 6s\n")) ==
+  CHECK(ConfigErrorLines(Parse("    zookeeper:\n      session_timeout: 6s\n")) ==
         std::vector<std::string>{"zk.yml:5:7: clusters[0].zookeeper.hosts: required"});
-  CHECK(Errors(Parse("    zookeeper:\n      hosts: [nohost, 'a:1,b:2']\n      max_data_bytes: 0\n"
-                     "      path: /x\n")) ==
+  CHECK(ConfigErrorLines(
+            Parse("    zookeeper:\n      hosts: [nohost, 'a:1,b:2']\n      max_data_bytes: 0\n"
+                  "      path: /x\n")) ==
         std::vector<std::string>{
             "zk.yml:5:15: clusters[0].zookeeper.hosts[0]: expected host:port",
             "zk.yml:5:23: clusters[0].zookeeper.hosts[1]: expected host:port",
             "zk.yml:6:23: clusters[0].zookeeper.max_data_bytes: expected a whole number from 1 "
             "to 65536",
             "zk.yml:7:7: clusters[0].zookeeper.path: unknown key"});
-  CHECK(Errors(Parse("    zookeeper:\n      hosts: [a:1]\n      digest:\n        username: u\n")) ==
+  CHECK(ConfigErrorLines(
+            Parse("    zookeeper:\n      hosts: [a:1]\n      digest:\n        username: u\n")) ==
         std::vector<std::string>{
             "zk.yml:7:9: clusters[0].zookeeper.digest: expected password_file or password_env"});
-  CHECK(Errors(Parse("    zookeeper: [a:1]\n")) ==
+  CHECK(ConfigErrorLines(Parse("    zookeeper: [a:1]\n")) ==
         std::vector<std::string>{"zk.yml:4:16: clusters[0].zookeeper: expected a mapping"});
 }
