@@ -499,6 +499,20 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "https:// URL",
         "8:9: suppressions.alertmanager_silences.alertmanagers[1].url: required",
         "9:5: suppressions.alertmanager_silences.cache: unknown key"}},
+      {"invalid-remediation.yml",
+       {"2:15: remediation.max_fences: expected a whole number from 0 to 100",
+        "3:11: remediation.window: window 10s is below the minimum 1m",
+        "4:3: remediation.per: unknown key",
+        "8:13: clusters[0].remediation.mode: kind: postgres has no lock store to name the holder, "
+        "so no member can be told to be the zombie; remediation needs one",
+        "18:7: clusters[1].remediation.user: required for mode: fence (a role of its own; the "
+        "probe's stays read-only)",
+        "20:21: clusters[1].remediation.password_env: only one of password_file and password_env "
+        "may be set",
+        "21:16: clusters[1].remediation.timeout: timeout 1m is above the maximum 30s",
+        "31:13: clusters[2].remediation.mode: mode: fence is not available for kind: "
+        "redis_lease yet (only for PostgreSQL kinds and Redis under Sentinel); mode: dry_run is",
+        "41:13: clusters[3].remediation.mode: expected dry_run or fence"}},
       {"invalid-incident-log.yml",
        {"2:9: incident_log.file: expected a path",
         "3:14: incident_log.retention: retention 10s is below the minimum 1m",

@@ -27,6 +27,7 @@
 #include "detector/output/metrics.h"
 #include "detector/output/shard.h"
 #include "detector/output/status.h"
+#include "detector/remediation/remediator.h"
 #include "suppressors/declaration_store.h"
 
 namespace {
@@ -170,6 +171,7 @@ struct DetectorState {
     // The incident log keeps the spec it starts with (a reload does not move its file).
     incidents = std::make_shared<sbd::IncidentLog>(config.incident_log());
     incidents->SetClusters(config.clusters());
+    remediator = std::make_shared<sbd::Remediator>(config.remediation_limits());
   }
 
   std::shared_ptr<sbd::Scheduler> Current() {
@@ -190,10 +192,13 @@ struct DetectorState {
   void Attach(sbd::Scheduler& next) {
     next.SetRoundListener([this](const sbd::ClusterSnapshot& cluster) { Push(cluster); });
     next.SetDeclarationSource([this](sbd::WallClock::time_point t) { return store->Active(t); });
+    next.SetRemediator(remediator);
   }
 
   std::unique_ptr<AlertPath> alert_path;
   std::mutex alert_mu;
+  // One for the life of the process: its fleet cap and per-incident memory outlive reloads.
+  std::shared_ptr<sbd::Remediator> remediator;
   sbd::ConfigReloadStatus reload_status;
   std::mutex scheduler_mu;
   std::shared_ptr<sbd::Scheduler> scheduler;
@@ -323,6 +328,7 @@ void Reload(const Flags& flags, DetectorState& state, sbd::ConfigFileWatcher& wa
   next->Inherit(old_snapshot);
   UpdateAlertPath(state, old_snapshot, share);
   state.incidents->SetClusters(share.clusters());
+  state.remediator->SetLimits(share.remediation_limits());
   state.Attach(*next);
   {
     std::lock_guard<std::mutex> lock(state.scheduler_mu);

@@ -133,6 +133,7 @@ class ConfigParser : public ConfigReader {
     config.alerting_ = std::move(alerting_);
     config.suppressions_ = std::move(suppressions_);
     config.incident_log_ = std::move(incident_log_);
+    config.remediation_limits_ = remediation_limits_;
     config.watched_globs_ = std::move(watched_globs_);
     config.source_ = file();
     return config;
@@ -145,8 +146,8 @@ class ConfigParser : public ConfigReader {
       AddError(root.Mark(), "clusters", "required");
       return;
     }
-    const std::optional<Fields> fields =
-        ReadMapping(root, "", {"clusters", "alerting", "suppressions", "incident_log"});
+    const std::optional<Fields> fields = ReadMapping(
+        root, "", {"clusters", "alerting", "suppressions", "incident_log", "remediation"});
     if (!fields) return;
     if (const Entry* alerting = Optional(*fields, "alerting")) ParseAlerting(*alerting, "alerting");
     if (const Entry* suppressions = Optional(*fields, "suppressions")) {
@@ -154,6 +155,9 @@ class ConfigParser : public ConfigReader {
     }
     if (const Entry* incidents = Optional(*fields, "incident_log")) {
       ParseIncidentLog(*incidents, "incident_log");
+    }
+    if (const Entry* remediation = Optional(*fields, "remediation")) {
+      ParseRemediationLimits(*this, *remediation, "remediation", remediation_limits_);
     }
     const Entry* clusters = Required(*fields, root, "", "clusters");
     if (!clusters || !NonEmptySequence(*clusters, "clusters", "cluster")) return;
@@ -194,15 +198,18 @@ class ConfigParser : public ConfigReader {
     // file_sd may supply every member: the check for an empty list waits for its targets.
     ParseMembers(context, cluster);
     if (cluster.file_sd) ResolveFileSd(*fields, path, cluster);
+    if (const Entry* remediation = Optional(*fields, "remediation")) {
+      ParseClusterRemediation(*this, *remediation, Join(path, "remediation"), kind, cluster);
+    }
     return cluster;
   }
 
   // The keys every cluster may have, and each kind's own.
   static const std::vector<std::string>& ClusterKeys() {
     static const std::vector<std::string> keys = [] {
-      std::vector<std::string> out = {"name",           "kind",          "ttl",
-                                      "probe_interval", "probe_timeout", "system_identifier",
-                                      "members",        "file_sd",       "watch"};
+      std::vector<std::string> out = {
+          "name",    "kind",    "ttl",   "probe_interval", "probe_timeout", "system_identifier",
+          "members", "file_sd", "watch", "remediation"};
       for (const KindConfig& kind : Kinds()) {
         if (kind.block) out.push_back(kind.block);
         out.insert(out.end(), kind.keys.begin(), kind.keys.end());
@@ -630,6 +637,7 @@ class ConfigParser : public ConfigReader {
   AlertingSpec alerting_;
   SuppressionsSpec suppressions_;
   IncidentLogSpec incident_log_;
+  RemediationLimits remediation_limits_;
   std::vector<std::string> watched_globs_;
 };
 

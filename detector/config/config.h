@@ -10,6 +10,7 @@
 
 #include "detector/config/config_error.h"
 #include "detector/config/declaration.h"
+#include "detector/config/remediation.h"
 
 namespace sbd {
 
@@ -243,6 +244,8 @@ struct ClusterSpec {
   PgAutoFailoverSpec pg_auto_failover;
   /// repmgr: the metadata database every member's copy of repmgr.nodes is read from.
   std::string repmgr_database = "repmgr";
+  /// Opt-in remediation of a confirmed zombie; off without a `remediation:` block.
+  RemediationSpec remediation;
 };
 
 /// Where alerts go: every Alertmanager gets every alert (POST /api/v2/alerts).
@@ -308,6 +311,7 @@ class ValidatedConfig {
   const AlertingSpec& alerting() const { return alerting_; }
   const SuppressionsSpec& suppressions() const { return suppressions_; }
   const IncidentLogSpec& incident_log() const { return incident_log_; }
+  const RemediationLimits& remediation_limits() const { return remediation_limits_; }
   /// Files whose change should reload the config: file_sd target files (globs expanded).
   const std::vector<std::string>& watched_globs() const { return watched_globs_; }
   /// The same config holding only the clusters `keep` accepts, in order (one shard's share
@@ -328,6 +332,7 @@ class ValidatedConfig {
   AlertingSpec alerting_;
   SuppressionsSpec suppressions_;
   IncidentLogSpec incident_log_;
+  RemediationLimits remediation_limits_;
   std::vector<std::string> watched_globs_;
   std::string source_;
 };

@@ -13,6 +13,7 @@
 #include "detector/config/config.h"
 #include "detector/engine/kind_registry.h"
 #include "detector/engine/write_window.h"
+#include "detector/remediation/remediator.h"
 #include "detector/verdicts/lineage.h"
 #include "detector/verdicts/verdict.h"
 #include "probes/lock_watch.h"
@@ -91,6 +92,9 @@ struct ClusterSnapshot {
   /// Wake() calls (each a holder change the watch reported), and the rounds run early for them.
   std::uint64_t wakes = 0;
   std::uint64_t follow_up_rounds = 0;
+
+  // Opt-in remediation (detector/remediation/): its actions and why the latest finding got none.
+  RemediationView remediation;
 };
 
 }  // namespace sbd

@@ -60,7 +60,8 @@ void LogNewSuppressions(const ClusterSpec& spec, const Assessment& previous,
   }
 }
 
-void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::time_point at) {
+void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::time_point at,
+                   bool fenced_zombie_stands) {
   if (!state.has_round || assessment.verdict != state.assessment.verdict) {
     state.verdict_since = at;
     state.verdict_rounds = 0;
@@ -74,7 +75,8 @@ void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::tim
   if (assessment.verdict == Verdict::kSplitBrain && !assessment.split_brain_fenced) {
     if (!state.split_brain_open) state.split_brain_opened_at = at;
     state.split_brain_open = true;
-  } else if (assessment.unreadable.empty() && assessment.writable.size() <= 1) {
+  } else if (assessment.unreadable.empty() && assessment.writable.size() <= 1 &&
+             !(state.split_brain_open && fenced_zombie_stands)) {
     state.split_brain_open = false;
   }
   state.assessment = std::move(assessment);

@@ -29,7 +29,11 @@ void LogNewSuppressions(const ClusterSpec& spec, const Assessment& previous,
 /// Keeps the round's verdict: how long it has held, and the split-brain incident, opened by a
 /// confirmed split brain and closed only by a round that read every member and found at most
 /// one writable.
-void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::time_point at);
+/// `fenced_zombie_stands`: a member the detector fenced in the open incident is still a primary
+/// (read-only, or behind its write guard): the data diverged and a person must act, so the
+/// incident (and the page) stays open until it is a replica again.
+void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::time_point at,
+                   bool fenced_zombie_stands = false);
 
 /// What a reload keeps of a cluster (see Scheduler::Inherit): everything its rounds wrote, so
 /// that a field added to ClusterSnapshot carries over without being listed here, except what

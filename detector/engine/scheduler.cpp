@@ -9,6 +9,8 @@
 #include "detector/common/logfmt.h"
 #include "detector/common/network_text.h"
 #include "detector/engine/fold.h"
+#include "detector/remediation/gate.h"
+#include "detector/remediation/remediator.h"
 #include "detector/verdicts/fencing.h"
 #include "detector/verdicts/lease_claims.h"
 #include "probes/async_probe.h"
@@ -192,6 +194,31 @@ void Scheduler::SetRoundListener(RoundListener listener) {
 void Scheduler::SetDeclarationSource(DeclarationSource source) {
   std::lock_guard<std::mutex> lock(mu_);
   declarations_ = std::move(source);
+}
+
+void Scheduler::SetRemediator(std::shared_ptr<Remediator> remediator) {
+  std::lock_guard<std::mutex> lock(mu_);
+  remediator_ = std::move(remediator);
+}
+
+void Scheduler::Remediate(ClusterSnapshot& state, bool undeclared_fork) {
+  if (!remediator_) return;
+  const ClusterSpec& spec = state.spec;
+  const GateDecision decision =
+      DecideRemediation(GateInput{spec, state.assessment, state.last_round, undeclared_fork});
+  remediator_->Note(spec.name, spec.kind, spec.remediation.mode, decision.hold);
+  if (!decision.targets.empty()) {
+    RemediationRequest request{spec.name,        spec.kind,       state.split_brain_opened_at,
+                               spec.remediation, decision.holder, {}};
+    for (const MemberSpec& member : spec.members) {
+      if (std::find(decision.targets.begin(), decision.targets.end(), member.name) !=
+          decision.targets.end()) {
+        request.targets.push_back(member);
+      }
+    }
+    remediator_->Request(request, WallClock::now());
+  }
+  state.remediation = remediator_->View(spec.name);
 }
 
 namespace {
@@ -902,7 +929,8 @@ Scheduler::RoundListener Scheduler::RecordRound(ClusterRuntime& cluster, RoundRe
   }
   if (transition) RecordTransition(state, *transition, times.end_wall);
   LogNewSuppressions(spec, state.assessment, assessment);
-  RecordVerdict(state, std::move(assessment), times.end_wall);
+  RecordVerdict(state, std::move(assessment), times.end_wall,
+                FencedZombieStands(state.remediation.records, state.split_brain_opened_at, round));
   const auto& per_lineage = state.assessment.writable_per_lineage;
   auto in_lineage = per_lineage.find(state.history.lineage);
   state.write_window = AssessWriteWindow(
@@ -914,6 +942,7 @@ Scheduler::RoundListener Scheduler::RecordRound(ClusterRuntime& cluster, RoundRe
       std::any_of(state.forks.begin(), state.forks.end(),
                   [](const LineageFork& f) { return !f.declared_by.has_value(); });
   state.fork_rounds = undeclared_fork ? state.fork_rounds + 1 : 0;
+  Remediate(state, undeclared_fork);
   state.has_round = true;
   ++state.rounds;
   state.last_round_start = times.start_wall;

@@ -25,6 +25,7 @@
 namespace sbd {
 
 class AsyncLockStore;
+class Remediator;  // detector/remediation/remediator.h
 
 class LoopGate;   // probes/async_probe.h
 class EventLoop;  // probes/event_loop.h
@@ -72,6 +73,9 @@ class Scheduler {
   void SetRoundListener(RoundListener listener);
   /// Declarations the suppressors consult; none when not set.
   void SetDeclarationSource(DeclarationSource source);
+  /// Where the rounds the remediation gate passes are acted on (detector/remediation/), and
+  /// whose records each round's snapshot carries; none when not set. Call before Start().
+  void SetRemediator(std::shared_ptr<Remediator> remediator);
 
   /// Starts every cluster's rounds on the event loop (the first ones spread over at most one
   /// interval), and the watch of each lock store that offers one (it calls Wake() with
@@ -230,6 +234,8 @@ class Scheduler {
   /// Threads enough for every concurrent call of every member, up to kMaxProbeThreads.
   void SizeExecutor();
   /// Recomputes every cluster's lineage forks from their latest rounds. Requires mu_.
+  // The remediation gate on the round just recorded (under mu_), and the remediation's view.
+  void Remediate(ClusterSnapshot& state, bool undeclared_fork);
   void UpdateForks(const std::vector<Declaration>& active, WallClock::time_point now);
 
   ProbeFactories factories_;
@@ -242,6 +248,7 @@ class Scheduler {
   std::atomic<bool> stopping_{false};
   RoundListener listener_;
   DeclarationSource declarations_;
+  std::shared_ptr<Remediator> remediator_;
   SteadyClock::time_point forks_updated_{};  // guarded by mu_
   /// Where rounds run: the process's event loop (never destroyed, so late answers can post).
   EventLoop& loop_;

@@ -6,6 +6,7 @@
 
 #include "detector/common/network_text.h"
 #include "detector/config/claim_words.h"
+#include "detector/output/remediation_output.h"
 #include "detector/output/status.h"
 #include "probes/lease_adapters.h"
 
@@ -147,6 +148,7 @@ std::string Evidence(const ClusterSnapshot& c, Millis resend_interval) {
     out << "\nFence broken: " << regression << ".";
   }
   if (c.write_window) out << WriteWindowEvidence(*c.write_window, resend_interval);
+  out << RemediationEvidence(c);
   return out.str();
 }
 
@@ -221,6 +223,53 @@ bool VerdictPersisted(const ClusterSnapshot& c) {
 
 namespace {
 
+// What the remediation did in this incident, for the page's summary: "; fenced node2 (writes
+// refused)", or what it would have done, or why it could not.
+std::string RemediationSummary(const ClusterSnapshot& c) {
+  std::string out;
+  for (const RemediationRecord& r : RecentRemediations(c)) {
+    if (r.result == "fenced") {
+      out += "; fenced " + r.member + " at " + FormatTime(r.finished) + " (writes refused)";
+    } else if (r.result == "dry_run") {
+      out += "; dry run: would fence " + r.member;
+    } else if (r.result != "running") {
+      out += "; fencing " + r.member + ": " + r.result;
+    }
+  }
+  return out;
+}
+
+// ZombieFenced (a fence the detector made in the last hour) and RemediationCapReached (an
+// action held back by the fleet cap in the cap's window): warnings, beside any page.
+void AddRemediationAlerts(const ClusterSnapshot& c, const AlertingSpec& alerting,
+                          const AlertLinks& links, std::vector<Alert>& firing) {
+  const auto now = WallClock::now();
+  std::vector<std::string> fenced;
+  std::vector<std::string> undo;
+  std::vector<std::string> capped;
+  for (const RemediationRecord& r : c.remediation.records) {
+    if (r.result == "fenced" && r.finished + std::chrono::hours(1) > now) {
+      fenced.push_back(r.member + " at " + FormatTime(r.finished));
+      if (!r.undo.empty()) undo.push_back(r.member + ": " + r.undo);
+    }
+    if (r.result == "capped" && r.finished + std::chrono::minutes(10) > now) {
+      capped.push_back(r.member + " at " + FormatTime(r.finished));
+    }
+  }
+  if (!fenced.empty()) {
+    firing.push_back(Make(c, alerting, links, "ZombieFenced", "warning",
+                          "The detector fenced " + Join(fenced) + " in " + c.spec.name +
+                              ": it refuses writes until undone (" + Join(undo) + ")",
+                          "zombie-fenced.md"));
+  }
+  if (!capped.empty()) {
+    firing.push_back(Make(c, alerting, links, "RemediationCapReached", "warning",
+                          "Not fenced in " + c.spec.name + ": " + Join(capped) +
+                              "; the fleet-wide remediation cap is reached",
+                          "remediation-cap-reached.md"));
+  }
+}
+
 // The double holder's alerts: SplitBrain (the page, for the whole incident), SplitBrainFenced
 // and FencingTokenRegressed. Returns whether it paged.
 bool AddSplitBrainAlerts(const ClusterSnapshot& c, const AlertingSpec& alerting,
@@ -244,6 +293,7 @@ bool AddSplitBrainAlerts(const ClusterSnapshot& c, const AlertingSpec& alerting,
       summary += "confirmed at " + FormatTime(c.split_brain_opened_at) +
                  ", not yet seen to be over (" + std::string(VerdictName(a.verdict)) + ")" + zombie;
     }
+    summary += RemediationSummary(c);
     firing.push_back(Make(c, alerting, links, kSplitBrain, kCritical, summary, "split-brain.md"));
   }
   const bool paged = firing.size() > before;
@@ -339,6 +389,7 @@ std::vector<Alert> AlertsFor(const ClusterSnapshot& c, const AlertingSpec& alert
   if (!c.has_round) return firing;
   const bool paged = AddSplitBrainAlerts(c, alerting, links, firing);
   AddWarnings(c, alerting, links, paged, firing);
+  AddRemediationAlerts(c, alerting, links, firing);
   return firing;
 }
 

@@ -20,9 +20,9 @@ constexpr int kFileVersion = 1;
 constexpr auto kFutureSlack = std::chrono::hours(24);
 
 const std::set<std::string>& Kinds() {
-  static const std::set<std::string> kinds = {"verdict_changed",    "member_state_changed",
-                                              "split_brain_opened", "split_brain_closed",
-                                              "cluster_added",      "cluster_removed"};
+  static const std::set<std::string> kinds = {
+      "verdict_changed", "member_state_changed", "split_brain_opened", "split_brain_closed",
+      "cluster_added",   "cluster_removed",      "remediation"};
   return kinds;
 }
 

@@ -28,7 +28,7 @@ struct IncidentEvent {
   WallClock::time_point time;
   std::string cluster;
   /// verdict_changed | member_state_changed | split_brain_opened | split_brain_closed |
-  /// cluster_added | cluster_removed
+  /// cluster_added | cluster_removed | remediation (an action's outcome, or a dry run's)
   std::string kind;
   /// A JSON object: names, verdicts, states and reasons; never a DSN or a password.
   nlohmann::json fields = nlohmann::json::object();

@@ -186,6 +186,36 @@ void IncidentLog::Restore(const IncidentEvent& event) {
   }
 }
 
+namespace {
+
+// Each remediation record that finished since the last round, once: an event with what was
+// done (or would be) and its result. `logged` keeps the keys of the records still kept.
+void DiffRemediations(const ClusterSnapshot& cluster, std::set<std::string>& logged,
+                      const IncidentEvent& base, std::vector<IncidentEvent>& found) {
+  std::set<std::string> kept;
+  for (const RemediationRecord& r : cluster.remediation.records) {
+    if (r.result == "running") continue;
+    const std::string key = r.member + "|" + std::to_string(r.requested.time_since_epoch().count());
+    kept.insert(key);
+    if (logged.count(key)) continue;
+    IncidentEvent event = base;
+    event.time = r.finished;
+    event.kind = "remediation";
+    event.fields = {{"member", r.member},
+                    {"holder", r.holder},
+                    {"action", r.action},
+                    {"mode", r.mode},
+                    {"result", r.result},
+                    {"detail", r.detail},
+                    {"sessions_ended", r.sessions_ended},
+                    {"verified", r.verified}};
+    found.push_back(std::move(event));
+  }
+  logged = std::move(kept);
+}
+
+}  // namespace
+
 void IncidentLog::ObserveRound(const ClusterSnapshot& cluster, WallClock::time_point now) {
   if (!cluster.has_round) return;
   const IncidentEvent base{RoundTime(cluster, now), cluster.spec.name, ""};
@@ -226,6 +256,7 @@ void IncidentLog::ObserveRound(const ClusterSnapshot& cluster, WallClock::time_p
     memory.split_brain_open = cluster.split_brain_open;
   }
   DiffMembers(cluster, memory.members, base, found);
+  DiffRemediations(cluster, memory.remediations, base, found);
   Append(std::move(found), now);
 }
 
@@ -412,6 +443,9 @@ std::string EventLine(const IncidentEvent& e) {
     what = IncidentField(f, "member") + " " + IncidentField(f, "from") + " -> " +
            IncidentField(f, "to");
     if (!IncidentField(f, "reason").empty()) what += " (" + IncidentField(f, "reason") + ")";
+  } else if (e.kind == "remediation") {
+    what = IncidentField(f, "mode") + " " + IncidentField(f, "member") + ": " +
+           IncidentField(f, "result") + " (" + IncidentField(f, "detail") + ")";
   } else {
     what = Dump(f);
   }

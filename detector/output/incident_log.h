@@ -88,6 +88,8 @@ class IncidentLog {
     std::string verdict;
     bool split_brain_open = false;
     std::map<std::string, std::string> members;  ///< member name -> state
+    /// The remediation records already logged (member, time asked, result), of those kept.
+    std::set<std::string> remediations;
   };
 
   void Restore(const IncidentEvent& event);

@@ -7,6 +7,7 @@
 
 #include "detector/common/json_text.h"
 #include "detector/common/network_text.h"
+#include "detector/output/remediation_output.h"
 #include "detector/output/witness_views.h"
 #include "probes/lease_adapters.h"
 #include "probes/postgres.h"
@@ -427,6 +428,9 @@ void AddRoundFields(const ClusterSnapshot& c, nlohmann::json& cluster) {
   if (!a.fenced.empty()) cluster["evidence"]["fenced"] = a.fenced;
   cluster["witnesses"] = WitnessesJson(c);
   cluster["witness_views"] = WitnessViewsJson(c);
+  if (nlohmann::json remediation = RemediationJson(c.remediation); !remediation.is_null()) {
+    cluster["remediation"] = std::move(remediation);
+  }
   cluster["confirmations"] = {{"confirmed", c.confirmations_accepted},
                               {"rejected", c.confirmations_rejected}};
   for (const auto& spec : c.spec.members) cluster["members"].push_back(MemberJson(c, spec));
@@ -598,6 +602,21 @@ void WriteWindowText(const nlohmann::json& cluster, std::ostream& out) {
   out << "Write window: " << cluster["write_window"]["summary"].get<std::string>() << "\n";
 }
 
+void RemediationText(const nlohmann::json& cluster, std::ostream& out) {
+  if (!cluster.contains("remediation")) return;
+  const nlohmann::json& r = cluster["remediation"];
+  out << "Remediation: " << r.value("mode", "") << " (" << r.value("action", "") << ")";
+  if (r.contains("hold")) out << "; holds: " << r.value("hold", "");
+  out << "\n";
+  for (const auto& record : r["records"]) {
+    out << "  " << record.value("requested", "") << " " << record.value("mode", "") << " "
+        << record.value("member", "") << ": " << record.value("result", "") << " ("
+        << record.value("detail", "") << ")";
+    if (record.contains("undo")) out << "; undo: " << record.value("undo", "");
+    out << "\n";
+  }
+}
+
 void ClusterText(const nlohmann::json& cluster, std::ostream& out) {
   MemberTableText(cluster, out);
   if (cluster.contains("lock")) LockText(cluster["lock"], out);
@@ -608,6 +627,7 @@ void ClusterText(const nlohmann::json& cluster, std::ostream& out) {
   SuppressionsText(cluster, out);
   LineageForksText(cluster, out);
   WriteWindowText(cluster, out);
+  RemediationText(cluster, out);
   MemberErrorsText(cluster, out);
   out << "\n";
 }

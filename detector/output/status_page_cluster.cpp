@@ -286,6 +286,25 @@ void ClusterNotes(const json& cluster, std::ostream& out) {
   }
 }
 
+// What the opt-in remediation did (or would have done) and why it held back, when it is on.
+void RemediationNotes(const json& cluster, std::ostream& out) {
+  const json& r = Field(cluster, "remediation");
+  if (!r.is_object()) return;
+  out << "<p class=\"muted\">Remediation: <code>" << Esc(r, "mode") << "</code> ("
+      << Esc(r, "action") << ")";
+  if (!Str(r, "hold").empty()) out << "; holding back: " << Esc(r, "hold");
+  out << "</p>";
+  for (const auto& record : Array(r, "records")) {
+    const std::string result = Str(record, "result");
+    out << "<p class=\"alert " << (result == "fenced" || result == "dry_run" ? "warn" : "crit")
+        << "\">" << Esc(record, "mode") << " " << Esc(record, "member") << ": <b>"
+        << Esc(record, "result") << "</b> at " << Esc(record, "requested") << " ("
+        << Esc(record, "detail") << ")";
+    if (!Str(record, "undo").empty()) out << "; undo: <code>" << Esc(record, "undo") << "</code>";
+    out << "</p>";
+  }
+}
+
 // The incident chart from the log when the cluster has one to chart, else the streaks.
 void Timeline(const json& cluster, const std::vector<IncidentEvent>& events, int index,
               WallClock::time_point now, std::ostream& out) {
@@ -347,6 +366,7 @@ void ClusterArticle(const json& cluster, const json& status, int index,
     out << "<p class=\"alert crit\">Write window: "
         << Esc(Field(cluster, "write_window"), "summary") << "</p>";
   }
+  RemediationNotes(cluster, out);
   if (Field(cluster, "lock").is_object()) LockLine(Field(cluster, "lock"), now, out);
   MemberTable(cluster, now, out);
   WitnessViewTable(cluster, now, out);

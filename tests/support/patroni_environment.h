@@ -102,11 +102,14 @@ struct Environment {
   std::unique_ptr<DetectorProcess> detector;
   std::string config_file;
   std::string dropins;  ///< the detector's declarations drop-in directory
+  /// Keys added to the demo cluster's config as they are ("    remediation:\n      ...").
+  std::string cluster_extra;
   int port = 0;
 
-  /// `binary` is the splitbrain-detector to run.
+  /// `binary` is the splitbrain-detector to run; `extra` goes into cluster_extra.
   explicit Environment(const std::string& binary, PatroniDcs dcs = PatroniDcs::kEtcd,
-                       int members = 3) {
+                       int members = 3, std::string extra = "")
+      : cluster_extra(std::move(extra)) {
     const auto start = std::chrono::steady_clock::now();
     if (dcs == PatroniDcs::kEtcd) {
       etcd = std::make_unique<EtcdServer>(root.path() + "/etcd");
@@ -177,7 +180,7 @@ struct Environment {
            "\nclusters:\n  - name: demo\n    kind: patroni\n    scope: demo\n" +
            (etcd ? "    etcd:\n      endpoints: [" + etcd->endpoint() + "]\n"
                  : "    zookeeper:\n      hosts: ['" + zookeeper->host() + "']\n") +
-           "    probe_interval: 1s\n    probe_timeout: 800ms\n";
+           "    probe_interval: 1s\n    probe_timeout: 800ms\n" + cluster_extra;
   }
 
   nlohmann::json Status() const {

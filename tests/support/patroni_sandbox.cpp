@@ -687,6 +687,18 @@ std::string PatroniCluster::Switchover(const std::string& candidate, seconds dea
   return MoveLeader("switchover", candidate, deadline);
 }
 
+void PatroniCluster::SetPaused(bool paused, seconds deadline) {
+  const PatroniMember* via = nullptr;
+  for (const auto& m : members_) {
+    if (!m.frozen && m.patroni_pid > 0) via = &m;
+  }
+  if (via == nullptr) Fail("SetPaused: no running member to read the config of");
+  const std::vector<std::string> argv = {PatroniBin("patronictl"),    "-c",   via->config_file,
+                                         paused ? "pause" : "resume", scope_, "--wait"};
+  CommandResult r = RunCommand(argv, /*as_postgres=*/true, deadline);
+  if (r.exit_code != 0) Fail("SetPaused: " + DescribeCommandRun(argv, r.exit_code, r.output));
+}
+
 std::string PatroniCluster::Failover(const std::string& candidate, seconds deadline) {
   return MoveLeader("failover", candidate, deadline);
 }

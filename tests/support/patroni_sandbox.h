@@ -166,6 +166,9 @@ class PatroniCluster {
   /// Returns the new leader.
   std::string Switchover(const std::string& candidate = "",
                          std::chrono::seconds deadline = std::chrono::seconds(90));
+  /// `patronictl pause --wait` (maintenance mode: Patroni leaves PostgreSQL alone, a replica
+  /// promoted by hand stays a primary) or `patronictl resume --wait`. Throws on failure.
+  void SetPaused(bool paused, std::chrono::seconds deadline = std::chrono::seconds(60));
   /// `patronictl failover --candidate <candidate> --force`, then waits like Switchover.
   std::string Failover(const std::string& candidate,
                        std::chrono::seconds deadline = std::chrono::seconds(90));

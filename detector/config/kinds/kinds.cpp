@@ -4,18 +4,18 @@ namespace sbd {
 
 const std::vector<KindConfig>& Kinds() {
   // One line per kind: name, claims_only, patroni_urls, block, keys, parse, parse_member,
-  // words.
+  // words, remediation.
   // clang-format off
   static const std::vector<KindConfig> kinds = {
-    {"postgres",      false, false, nullptr,         {},                                                      nullptr,           ParsePostgresMember, &kWritableWords},
-    {"patroni",       false, true,  nullptr,         {"scope", "namespace", "etcd", "zookeeper", "discover", "discovery"}, ParsePatroni, ParsePostgresMember, &kWritableWords},
-    {"redis",         true,  false, "redis",         {},                                                      ParseRedis,        ParseRedisMember, &kWritableWords},
-    {"redis_lease",   true,  false, "redis_lease",   {},                                                      ParseRedisLease,   ParseClaimMember, &kLeaseWords},
-    {"k8s_lease",     true,  false, "k8s_lease",     {},                                                      ParseK8sLease,     ParseClaimMember, &kLeaseWords},
-    {"etcd_election", true,  false, "etcd_election", {},                                                      ParseEtcdElection, ParseClaimMember, &kLockWords},
-    {"zookeeper_lock", true, false, "zookeeper_lock", {},                                                     ParseZooKeeperLock, ParseClaimMember, &kLockWords},
-    {"pg_auto_failover", false, false, "pg_auto_failover", {},                                            ParsePgAutoFailover, ParsePostgresMember, &kWritableWords},
-    {"repmgr",        false, false, "repmgr",        {},                                                      ParseRepmgr,       ParsePostgresMember, &kWritableWords},
+    {"postgres",      false, false, nullptr,         {},                                                      nullptr,           ParsePostgresMember, &kWritableWords, RemediationSupport::kNone},
+    {"patroni",       false, true,  nullptr,         {"scope", "namespace", "etcd", "zookeeper", "discover", "discovery"}, ParsePatroni, ParsePostgresMember, &kWritableWords, RemediationSupport::kPostgresFence},
+    {"redis",         true,  false, "redis",         {},                                                      ParseRedis,        ParseRedisMember, &kWritableWords, RemediationSupport::kRedisFence},
+    {"redis_lease",   true,  false, "redis_lease",   {},                                                      ParseRedisLease,   ParseClaimMember, &kLeaseWords, RemediationSupport::kDryRunOnly},
+    {"k8s_lease",     true,  false, "k8s_lease",     {},                                                      ParseK8sLease,     ParseClaimMember, &kLeaseWords, RemediationSupport::kDryRunOnly},
+    {"etcd_election", true,  false, "etcd_election", {},                                                      ParseEtcdElection, ParseClaimMember, &kLockWords, RemediationSupport::kDryRunOnly},
+    {"zookeeper_lock", true, false, "zookeeper_lock", {},                                                     ParseZooKeeperLock, ParseClaimMember, &kLockWords, RemediationSupport::kDryRunOnly},
+    {"pg_auto_failover", false, false, "pg_auto_failover", {},                                            ParsePgAutoFailover, ParsePostgresMember, &kWritableWords, RemediationSupport::kPostgresFence},
+    {"repmgr",        false, false, "repmgr",        {},                                                      ParseRepmgr,       ParsePostgresMember, &kWritableWords, RemediationSupport::kPostgresFence},
   };
   // clang-format on
   return kinds;

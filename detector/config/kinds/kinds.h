@@ -13,6 +13,14 @@ namespace sbd {
 
 struct KindConfig;
 
+/// What the opt-in remediation may do for a kind (detector/config/remediation.h).
+enum class RemediationSupport {
+  kNone,           ///< no lock store names a holder: nothing (the config refuses the block)
+  kDryRunOnly,     ///< it can say whom it would fence; no action is built for the kind yet
+  kPostgresFence,  ///< members are PostgreSQL servers: fenced read-only (remediation/pg_fence.h)
+  kRedisFence,     ///< members are Redis servers: fenced by their own write guard (redis_fence.h)
+};
+
 /// What a kind's parsers see of their cluster, and what the kind tells the cluster parser back.
 struct ClusterContext {
   const YAML::Node& node;              ///< the cluster's mapping
@@ -51,6 +59,8 @@ struct KindConfig {
                              const std::string& path, ConfigReader::SeenNames& seen);
   /// How the kind's summaries and pages word a claim (claim_words.h).
   const ClaimWords* words;
+  /// What `remediation:` may ask of the kind.
+  RemediationSupport remediation;
 };
 
 /// Every kind, in the order their blocks are read; the first is the default (postgres).
@@ -77,6 +87,13 @@ void ParseEtcdElection(ConfigReader& reader, ClusterContext& context, ClusterSpe
 void ParseZooKeeperLock(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
 void ParsePgAutoFailover(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
 void ParseRepmgr(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
+/// A cluster's `remediation:` block (detector/config/remediation.cpp); `kind` null when the
+/// cluster's kind was invalid.
+void ParseClusterRemediation(ConfigReader& reader, const ConfigReader::Entry& entry,
+                             const std::string& path, const KindConfig* kind, ClusterSpec& cluster);
+/// The top-level `remediation:` block: the fleet-wide cap.
+void ParseRemediationLimits(ConfigReader& reader, const ConfigReader::Entry& entry,
+                            const std::string& path, RemediationLimits& limits);
 /// The application lease kinds' members: candidates by metrics URL (kinds/claims.cpp).
 MemberSpec ParseClaimMember(ConfigReader& reader, const ClusterContext& context,
                             const ClusterSpec& cluster, const YAML::Node& node,
