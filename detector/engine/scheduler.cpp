@@ -209,7 +209,8 @@ void Scheduler::Remediate(ClusterSnapshot& state, bool undeclared_fork) {
   remediator_->Note(spec.name, spec.kind, spec.remediation.mode, decision.hold);
   if (!decision.targets.empty()) {
     RemediationRequest request{spec.name,        spec.kind,       state.split_brain_opened_at,
-                               spec.remediation, decision.holder, {}};
+                               spec.remediation, decision.holder, {},
+                               spec.redis.tls};
     for (const MemberSpec& member : spec.members) {
       if (std::find(decision.targets.begin(), decision.targets.end(), member.name) !=
           decision.targets.end()) {

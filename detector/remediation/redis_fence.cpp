@@ -47,7 +47,7 @@ struct ContextFree {
 using Context = std::unique_ptr<redisContext, ContextFree>;
 
 FenceOutcome Failed(std::string detail) {
-  return FenceOutcome{"failed", std::move(detail), 0, false};
+  return FenceOutcome{"failed", std::move(detail), 0, false, ""};
 }
 
 struct timeval ToTimeval(std::chrono::milliseconds timeout) {
@@ -219,8 +219,9 @@ FenceOutcome SetAndCheck(redisContext* context, const std::string& to_write,
     return Failed(recorded + ", but the check write was not refused with NOREPLICAS (" + failure +
                   ")" + again + "; undo: " + undo);
   }
-  return FenceOutcome{
-      "fenced", recorded + "; writes refused with NOREPLICAS" + again + "; undo: " + undo, 0, true};
+  return FenceOutcome{"fenced",
+                      recorded + "; writes refused with NOREPLICAS" + again + "; undo: " + undo, 0,
+                      true, ""};
 }
 
 FenceOutcome Fence(const RedisFenceTarget& target) {
@@ -233,7 +234,7 @@ FenceOutcome Fence(const RedisFenceTarget& target) {
   const std::string& name = std::get<std::string>(role);
   if (name != "master") {
     return FenceOutcome{"not_primary", "ROLE is " + name.substr(0, 40) + ": nothing changed", 0,
-                        false};
+                        false, ""};
   }
   auto to_write = ConfigGet(context.get(), "min-replicas-to-write");
   if (auto* outcome = std::get_if<FenceOutcome>(&to_write)) return *outcome;

@@ -110,7 +110,8 @@ void Remediator::Request(const RemediationRequest& request, WallClock::time_poin
                              action,      RemediationModeName(request.spec.mode),
                              "",          "",
                              now,         {},
-                             0,           false};
+                             0,           false,
+                             ""};
     if (dry_run) {
       record.result = "dry_run";
       record.detail = DryRunDetail(action, member.name, request.holder);
