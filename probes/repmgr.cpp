@@ -124,12 +124,12 @@ std::string RepmgrCopyQuery() {
          "), n.type::text, n.active, " + "n.upstream_node_id::bigint, left(n.conninfo, " +
          std::to_string(kMaxRepmgrConninfoBytes + 1) +
          "), (SELECT count(*) FROM repmgr.events e WHERE e.event = 'standby_promote' AND "
-         "e.successful) FROM repmgr.nodes n ORDER BY n.node_id LIMIT " +
+         "e.successful), pg_is_in_recovery() FROM repmgr.nodes n ORDER BY n.node_id LIMIT " +
          std::to_string(kMaxRepmgrNodes + 1);
 }
 
 std::variant<RepmgrCopy, ProbeFailure> ParseRepmgrCopy(const PGresult* result) {
-  if (PQnfields(result) != 7) {
+  if (PQnfields(result) != 8) {
     return ProbeFailure{ProbeFailureReason::kProtocol, "unexpected result shape"};
   }
   const int rows = PQntuples(result);
@@ -145,6 +145,13 @@ std::variant<RepmgrCopy, ProbeFailure> ParseRepmgrCopy(const PGresult* result) {
       return ProbeFailure{ProbeFailureReason::kProtocol, "unexpected promotion count"};
     }
     copy.promotions = *promotions;
+    if (const auto recovery = Cell(result, row, 7)) {
+      if ((*recovery != "t" && *recovery != "f") ||
+          (copy.in_recovery && *copy.in_recovery != (*recovery == "t"))) {
+        return ProbeFailure{ProbeFailureReason::kProtocol, "unexpected pg_is_in_recovery value"};
+      }
+      copy.in_recovery = *recovery == "t";
+    }
     std::string why;
     if (auto node = NodeOf(result, row, why)) {
       copy.nodes.push_back(std::move(*node));
@@ -220,6 +227,37 @@ std::variant<DcsView, ProbeFailure> FoldRepmgrCopies(
   record.holder = majority;
   record.mod_revision = newest;
   return record;
+}
+
+std::optional<ProbeFailure> RepmgrRecordLag(
+    const std::vector<MemberSpec>& members,
+    const std::vector<std::variant<RepmgrCopy, ProbeFailure>>& copies, RepmgrLagClock& clock,
+    WallClock::time_point now) {
+  std::map<std::string, WallClock::time_point> seen;
+  std::optional<ProbeFailure> held;
+  for (size_t i = 0; i < copies.size() && i < members.size(); ++i) {
+    const auto* copy = std::get_if<RepmgrCopy>(&copies[i]);
+    if (copy == nullptr || !copy->in_recovery || *copy->in_recovery) continue;
+    const std::string& who = members[i].name;
+    std::string why;
+    const std::string names = PrimaryOf(*copy, members, &why);
+    if (names == who) continue;
+    const auto it = clock.since.find(who);
+    const WallClock::time_point since = it == clock.since.end() ? now : it->second;
+    seen[who] = since;
+    const auto lag = std::chrono::duration_cast<std::chrono::milliseconds>(now - since);
+    if (lag > kRepmgrRecordLagBound || held) continue;
+    held = ProbeFailure{
+        ProbeFailureReason::kProtocol,
+        who + " is out of recovery but its own copy of repmgr's record names " +
+            (names.empty() ? "(" + why + ")" : names) +
+            " primary: repmgr writes a promotion after the server leaves recovery, so the record "
+            "is not read until it names " +
+            who + " (" + std::to_string(lag.count()) + " ms of the " +
+            std::to_string(kRepmgrRecordLagBound.count()) + " ms bound)"};
+  }
+  clock.since = std::move(seen);
+  return held;
 }
 
 }  // namespace sbd

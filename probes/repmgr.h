@@ -2,7 +2,9 @@
 
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,14 +40,16 @@ struct RepmgrCopy {
   std::vector<RepmgrNode> nodes;
   /// Successful `standby_promote` events in this copy's repmgr.events: the epoch.
   std::int64_t promotions = 0;
+  /// pg_is_in_recovery() of the server the copy was read from; unknown when it had no row.
+  std::optional<bool> in_recovery;
   std::vector<std::string> rejected;  ///< rows skipped, each saying why
 };
 
 /// The statement one copy is read with: the nodes (names and conninfo cut in SQL, one row past
-/// the cap) and, on every row, the promotion count.
+/// the cap) and, on every row, the promotion count and whether the server is in recovery.
 std::string RepmgrCopyQuery();
 
-/// Pure: one copy from the answer to RepmgrCopyQuery(): 7 columns, each row checked (a row of
+/// Pure: one copy from the answer to RepmgrCopyQuery(): 8 columns, each row checked (a row of
 /// wrong types or NULLs is rejected, saying why); more than kMaxRepmgrNodes rows or another
 /// shape is a failure.
 std::variant<RepmgrCopy, ProbeFailure> ParseRepmgrCopy(const PGresult* result);
@@ -58,11 +62,34 @@ std::variant<DcsView, ProbeFailure> FoldRepmgrCopies(
     const std::vector<MemberSpec>& members,
     const std::vector<std::variant<RepmgrCopy, ProbeFailure>>& copies);
 
+/// How long a promotion repmgr has not yet written into its record keeps the record from being
+/// read (RepmgrRecordLag). repmgr (`standby promote`, by hand or from repmgrd) promotes the server
+/// first and writes the nodes row after it has left recovery, so for a moment the new primary's
+/// own copy still names the old one; a server promoted outside repmgr (pg_ctl promote) never
+/// gets its row, and past the bound the record is read as it stands. 10 s.
+constexpr std::chrono::milliseconds kRepmgrRecordLagBound{10000};
+
+/// When each member was first seen promoted ahead of its own copy of the record.
+struct RepmgrLagClock {
+  std::map<std::string, WallClock::time_point> since;
+};
+
+/// A promotion not yet in the record: a member out of recovery whose own copy (the record of the
+/// server it was read from) does not name it the primary. While one is seen, for at most
+/// kRepmgrRecordLagBound from when it was first seen, the record names the member that is being
+/// replaced and the read fails with a reason instead (naming the new primary the zombie, or
+/// fencing it, would be wrong); past the bound, or once its copy names it, nullopt and the copies
+/// are folded as usual. Updates `clock`. Pure but for `clock`.
+std::optional<ProbeFailure> RepmgrRecordLag(
+    const std::vector<MemberSpec>& members,
+    const std::vector<std::variant<RepmgrCopy, ProbeFailure>>& copies, RepmgrLagClock& clock,
+    WallClock::time_point now);
+
 /// repmgr's record of a PostgreSQL cluster: repmgr.nodes and repmgr.events read from every
 /// member's copy of the metadata database at once, on the event loop with non-blocking libpq
 /// (one connection per copy and read, each bounded by the deadline), folded by
-/// FoldRepmgrCopies. Read-only. Start() on the loop thread, one at a time; the object may be
-/// destroyed on any thread.
+/// FoldRepmgrCopies, unless RepmgrRecordLag holds the read back. Read-only. Start() on the loop
+/// thread, one at a time; the object may be destroyed on any thread.
 class RepmgrStore : public AsyncLockStore {
  public:
   RepmgrStore(std::vector<MemberSpec> members, std::string database, Millis timeout,

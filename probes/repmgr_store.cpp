@@ -61,6 +61,7 @@ struct RepmgrStore::Session : std::enable_shared_from_this<Session> {
   Done done;
   std::vector<Copy> copies;
   size_t outstanding = 0;
+  RepmgrLagClock lag;  ///< across reads
 };
 
 void RepmgrStore::Session::Start(SteadyClock::time_point deadline, Done answer) {
@@ -211,6 +212,7 @@ void RepmgrStore::Session::Answered(size_t index, Answer answer) {
   for (Copy& copy : copies) all.push_back(std::move(*copy.answer));
   auto reply = std::move(done);
   done = nullptr;
+  if (auto held = RepmgrRecordLag(members, all, lag, WallClock::now())) return reply(*held);
   reply(FoldRepmgrCopies(members, all));
 }
 

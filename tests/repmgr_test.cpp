@@ -25,8 +25,9 @@ struct ResultDeleter {
 using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
 using Row = std::vector<const char*>;  // nullptr is SQL NULL
 
-// A PGresult of 7 text columns, as libpq builds one from the wire.
-ResultPtr Result(const std::vector<Row>& rows, int columns = 7) {
+// A PGresult of 8 text columns, as libpq builds one from the wire (a cell a row leaves out is
+// NULL).
+ResultPtr Result(const std::vector<Row>& rows, int columns = 8) {
   ResultPtr result(PQmakeEmptyPGresult(nullptr, PGRES_TUPLES_OK));
   std::vector<PGresAttDesc> attributes(columns);
   std::vector<std::string> names(columns);
@@ -76,6 +77,12 @@ RepmgrCopy Copy(const std::vector<Row>& rows) {
   auto copy = ParseRepmgrCopy(Result(rows).get());
   REQUIRE(std::holds_alternative<RepmgrCopy>(copy));
   return std::get<RepmgrCopy>(copy);
+}
+
+// The copy read from a server whose pg_is_in_recovery() is `recovery` ("t" or "f").
+RepmgrCopy CopyFrom(std::vector<Row> rows, const char* recovery) {
+  for (Row& row : rows) row.push_back(recovery);
+  return Copy(rows);
 }
 
 ProbeFailure Unreadable(const std::string& message) {
@@ -290,6 +297,65 @@ TEST_CASE("repmgr: another result shape or a bad promotion count is a protocol f
   std::vector<Row> mixed = Nodes(1, "1");
   mixed[2][6] = "2";
   CHECK(std::holds_alternative<ProbeFailure>(ParseRepmgrCopy(Result(mixed).get())));
+  for (const char* recovery : {"yes", ""}) {
+    std::vector<Row> rows = Nodes(1, "1");
+    for (Row& row : rows) row.push_back(recovery);
+    auto copy = ParseRepmgrCopy(Result(rows).get());
+    REQUIRE(std::holds_alternative<ProbeFailure>(copy));
+    CHECK(std::get<ProbeFailure>(copy).message == "unexpected pg_is_in_recovery value");
+  }
+  CHECK(CopyFrom(Nodes(1, "1"), "f").in_recovery == false);
+  CHECK(CopyFrom(Nodes(1, "1"), "t").in_recovery == true);
+  CHECK_FALSE(Copy(Nodes(1, "1")).in_recovery.has_value());
+}
+
+TEST_CASE("repmgr: a promotion its own copy does not record yet holds the read, for its bound",
+          "[repmgr]") {
+  // repmgrd promoted node2 (pg2): the server is out of recovery, its copy still names node1,
+  // and node1 (resumed) is writable too. Folded as it stands, the record would name pg2 the
+  // zombie; it is held back, saying why, until pg2's copy names it or the bound has passed.
+  const std::vector<MemberSpec> members = Members();
+  RepmgrLagClock clock;
+  const WallClock::time_point t0 = WallClock::now();
+  const std::vector<std::variant<RepmgrCopy, ProbeFailure>> lagging = {
+      CopyFrom(Nodes(1, "0"), "f"), CopyFrom(Nodes(1, "0"), "f"), CopyFrom(Nodes(1, "0"), "t")};
+  auto held = RepmgrRecordLag(members, lagging, clock, t0);
+  REQUIRE(held.has_value());
+  CHECK(held->reason == ProbeFailureReason::kProtocol);
+  CHECK(held->message ==
+        "pg2 is out of recovery but its own copy of repmgr's record names pg1 primary: repmgr "
+        "writes a promotion after the server leaves recovery, so the record is not read until it "
+        "names pg2 (0 ms of the 10000 ms bound)");
+  held = RepmgrRecordLag(members, lagging, clock, t0 + std::chrono::seconds(4));
+  REQUIRE(held.has_value());
+  CHECK(held->message.find("(4000 ms of the 10000 ms bound)") != std::string::npos);
+  // Past the bound (a server promoted outside repmgr never gets its row): read as it stands.
+  CHECK_FALSE(RepmgrRecordLag(members, lagging, clock, t0 + std::chrono::seconds(11)));
+
+  SECTION("once the new primary's copy names it, nothing is held and the clock forgets it") {
+    RepmgrLagClock fresh;
+    REQUIRE(RepmgrRecordLag(members, lagging, fresh, t0));
+    const std::vector<std::variant<RepmgrCopy, ProbeFailure>> recorded = {
+        CopyFrom(Nodes(1, "0"), "f"), CopyFrom(Nodes(2, "1"), "f"), CopyFrom(Nodes(1, "0"), "t")};
+    CHECK_FALSE(RepmgrRecordLag(members, recorded, fresh, t0 + std::chrono::seconds(1)));
+    CHECK(fresh.since.empty());
+    auto record = FoldRepmgrCopies(members, recorded);
+    REQUIRE(std::holds_alternative<DcsView>(record));
+    CHECK(std::get<DcsView>(record).holder == "pg2");
+    // A later lag starts its own bound.
+    auto again = RepmgrRecordLag(members, lagging, fresh, t0 + std::chrono::seconds(30));
+    REQUIRE(again.has_value());
+    CHECK(again->message.find("(0 ms of the") != std::string::npos);
+  }
+  SECTION(
+      "a primary naming itself, standbys, unreadable copies and unknown recovery hold nothing") {
+    RepmgrLagClock fresh;
+    const std::vector<std::variant<RepmgrCopy, ProbeFailure>> steady = {
+        CopyFrom(Nodes(1, "0"), "f"), CopyFrom(Nodes(1, "0"), "t"), Copy(Nodes(1, "0")),
+        Unreadable("connect: refused")};
+    CHECK_FALSE(RepmgrRecordLag(members, steady, fresh, t0));
+    CHECK(fresh.since.empty());
+  }
 }
 
 TEST_CASE("config: a repmgr cluster reads PostgreSQL members and its metadata database",
