@@ -237,12 +237,19 @@ TEST_CASE("redis fence: behaviour", "[fence]") {
     }
   }
 
-  SECTION("TLS: failed, not yet supported") {
-    RedisFenceTarget target = TargetAt("127.0.0.1:1");
+  SECTION("TLS to a plain server: failed at connect within the bound, nothing changed") {
+    // (A TLS server fenced over TLS: redis_tls_integration_test.cpp.)
+    RedisSandbox sandbox;
+    RedisProcess& plain = sandbox.StartServer("m");
+    RedisFenceTarget target = TargetAt(plain.address(), milliseconds(500));
     target.tls = RedisTlsSpec{};
+    const auto started = std::chrono::steady_clock::now();
     const FenceOutcome outcome = FenceRedis(target);
+    INFO(outcome.detail);
     CHECK(outcome.result == "failed");
-    CHECK(outcome.detail.find("TLS is not supported by the fence yet") != std::string::npos);
+    CHECK(outcome.detail.find(": connect: ") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
+    CHECK(ConfigValue(plain, "min-replicas-to-write") == "0");
   }
 }
 

@@ -1,11 +1,13 @@
 // The Redis TLS transport against a real redis-server 7 serving only `tls-port`, with a CA,
 // a server certificate (IP 127.0.0.1, DNS localhost) and a client certificate made by the
 // openssl CLI at test time: a reading over TLS with AUTH, and the clear failures (a wrong CA,
-// a wrong server name, no client certificate, TLS to a plain port, plain to a TLS port).
+// a wrong server name, no client certificate, TLS to a plain port, plain to a TLS port), and the
+// opt-in remediation's Redis fence over the same TLS.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
+#include "detector/remediation/redis_fence.h"
 #include "probes/redis.h"
 #include "probes/redis_client.h"
 #include "probes/redis_wire.h"
@@ -246,4 +248,51 @@ TEST_CASE("RedisClient: TLS against a plain port and plain against a TLS port fa
 }
 
 }  // namespace
+TEST_CASE(
+    "redis fence over TLS: a TLS-only master is fenced with the cluster's TLS and AUTH; a "
+    "wrong CA fails before any command",
+    "[redis][tls][fence]") {
+  Pki pki;
+  testing::RedisSandbox sandbox;
+  const testing::RedisProcess& server =
+      sandbox.StartTlsServer("tls", pki.ServerConfig(true) + "requirepass fence-secret\n");
+  RedisClient check(server.address(), "", std::string("fence-secret"), pki.Client());
+  auto ask = [&](std::vector<std::string> command) {
+    const auto deadline = SteadyClock::now() + seconds(5);
+    if (auto failure = check.Connect(deadline)) FAIL(failure->message);
+    auto replies = check.Pipeline({std::move(command)}, deadline);
+    if (auto* failure = std::get_if<ProbeFailure>(&replies)) FAIL(failure->message);
+    return std::get<std::vector<RedisValue>>(replies).at(0);
+  };
+
+  RedisFenceTarget untrusted{server.address(), "", std::string("fence-secret"),
+                             pki.Client("other-ca.pem"), milliseconds(3000)};
+  const FenceOutcome refused = FenceRedis(untrusted);
+  INFO(refused.detail);
+  CHECK(refused.result == "failed");
+  CHECK(refused.detail.find("connect: ") != std::string::npos);
+  CHECK(refused.detail.find("verification failed") != std::string::npos);
+  CHECK(refused.detail.find("fence-secret") == std::string::npos);
+  CHECK(refused.undo.empty());
+  CHECK(ask({"CONFIG", "GET", "min-replicas-to-write"}).items.at(1) == "0");
+
+  RedisFenceTarget target{server.address(), "", std::string("fence-secret"), pki.Client(),
+                          milliseconds(3000)};
+  const FenceOutcome outcome = FenceRedis(target);
+  INFO(outcome.detail);
+  REQUIRE(outcome.result == "fenced");
+  CHECK(outcome.verified);
+  CHECK(outcome.detail.find("fence-secret") == std::string::npos);
+  CHECK(outcome.undo == "CONFIG SET min-replicas-to-write 0 min-replicas-max-lag 10");
+  // What the fence did, seen from another TLS connection: the guard set, writes refused.
+  CHECK(ask({"CONFIG", "GET", "min-replicas-to-write"}).items.at(1) == "1000000");
+  const RedisValue write = ask({"SET", "after", "fence"});
+  CHECK(write.error);
+  CHECK(write.text.rfind("NOREPLICAS", 0) == 0);
+  // Its undo lifts it.
+  CHECK(ask({"CONFIG", "SET", "min-replicas-to-write", "0", "min-replicas-max-lag", "10"}).text ==
+        "OK");
+  CHECK(ask({"SET", "after", "undo"}).text == "OK");
+}
+
 }  // namespace sbd

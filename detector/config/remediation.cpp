@@ -70,12 +70,6 @@ void ParseClusterRemediation(ConfigReader& r, const ConfigReader::Entry& entry,
     return;
   }
   if (!CheckKind(r, *mode, mode_path, kind, spec.mode)) return;
-  if (spec.mode == RemediationMode::kFence && cluster.redis.tls) {
-    r.AddError(mode->Mark(), mode_path,
-               "mode: fence does not reach Redis over TLS yet (hiredis 0.14's blocking client "
-               "has no TLS); mode: dry_run does");
-    return;
-  }
   r.PasswordSources(*fields, path, spec.password_file, spec.password_env);
   if (const ConfigReader::Entry* user = ConfigReader::Optional(*fields, "user")) {
     const std::optional<std::string> value = r.String(*user, Join(path, "user"));

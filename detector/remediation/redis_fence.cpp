@@ -13,21 +13,26 @@
 //    and throw away the writes it took, which an operator may need to reconcile.
 // The fence then proves itself with a write that must be refused with NOREPLICAS.
 //
-// hiredis' blocking API: the connect is bounded by redisConnectWithTimeout and every command by
-// redisSetTimeout, so a black-holed or hung server costs at most the timeout per step. Commands
-// go through redisCommandArgv (no format strings). Every reply is checked for its type before it
-// is read. The password is sent with AUTH only and scrubbed from every detail. TLS is not
-// supported yet: hiredis 0.14 has no TLS for its blocking context.
+// The fence talks to the zombie through LoopRedisConnection, the connection the Redis probes use,
+// on a loop of its own (one thread for the fence's few seconds, never the detector's loop): the
+// same TLS (CA, server name, client certificate) and AUTH as the cluster's members are read
+// with, and the same bounds, one deadline per step (connect, TLS and AUTH; then each command)
+// and the reply caps. Commands go as argument vectors (no format strings). Every reply is
+// checked for its type before it is read. The password is sent with AUTH only and scrubbed
+// from every detail.
 #include "detector/remediation/redis_fence.h"
 
 #include <hiredis.h>
-#include <sys/time.h>
 
 #include <cctype>
 #include <ctime>
+#include <future>
 #include <memory>
 #include <variant>
 #include <vector>
+
+#include "probes/event_loop.h"
+#include "probes/redis_loop.h"
 
 namespace sbd {
 namespace {
@@ -37,26 +42,10 @@ constexpr const char* kRaisedMaxLag = "10";
 constexpr const char* kCheckKey = "splitbrain-detector:fence-check";
 constexpr size_t kMaxServerText = 120;
 
-struct ReplyFree {
-  void operator()(redisReply* reply) const { freeReplyObject(reply); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
-struct ContextFree {
-  void operator()(redisContext* context) const { redisFree(context); }
-};
-using Context = std::unique_ptr<redisContext, ContextFree>;
+using Reply = RedisReplyPtr;
 
 FenceOutcome Failed(std::string detail) {
   return FenceOutcome{"failed", std::move(detail), 0, false, ""};
-}
-
-struct timeval ToTimeval(std::chrono::milliseconds timeout) {
-  // A zero timeval would mean "wait forever" to SO_RCVTIMEO: never less than 1 ms.
-  const long long ms = timeout.count() < 1 ? 1 : static_cast<long long>(timeout.count());
-  struct timeval tv {};
-  tv.tv_sec = static_cast<time_t>(ms / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
-  return tv;
 }
 
 const char* TypeName(int type) {
@@ -94,59 +83,96 @@ std::string ServerText(const redisReply& reply) {
   return text;
 }
 
-/// Sends `argv` and reads its reply. On an I/O failure or an error reply, nullptr and
-/// `*failure` says which ("<what>: <reason>" or "<what> refused: <the server's words>").
-Reply Ask(redisContext* context, const std::vector<std::string>& argv, const std::string& what,
-          std::string* failure) {
-  std::vector<const char*> args;
-  std::vector<size_t> lengths;
-  for (const auto& arg : argv) {
-    args.push_back(arg.data());
-    lengths.push_back(arg.size());
+/// One connection to the zombie on a loop of its own; each call blocks the calling thread (the
+/// remediator's worker) until the loop answers, which the connection's deadline bounds.
+class Session {
+ public:
+  explicit Session(const RedisFenceTarget& target) : target_(target) {}
+  ~Session() {
+    // The connection's handles belong to the loop thread: it is dropped there, before the loop.
+    auto dropped = std::make_shared<std::promise<void>>();
+    auto done = dropped->get_future();
+    loop_.Post([this, dropped] {
+      if (conn_) conn_->Close();
+      conn_.reset();
+      dropped->set_value();
+    });
+    done.wait_for(kLoopBound);
   }
-  void* raw = redisCommandArgv(context, static_cast<int>(args.size()), args.data(), lengths.data());
-  if (raw == nullptr) {
-    *failure = what + ": " + (context->err != 0 ? context->errstr : "no reply");
-    if (context->err == REDIS_ERR_IO && context->errstr[0] == '\0') *failure += "I/O error";
-    return nullptr;
-  }
-  Reply reply(static_cast<redisReply*>(raw));
-  if (reply->type == REDIS_REPLY_ERROR) {
-    *failure = what + " refused: " + ServerText(*reply);
-    return nullptr;
-  }
-  return reply;
-}
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
-/// Connected, timeouts set and authenticated; nullptr and `*failure` otherwise.
-Context Open(const RedisFenceTarget& target, std::string* failure) {
-  const HostPort at = SplitHostPort(target.address, "6379");
-  Context context(redisConnectWithTimeout(at.host.c_str(), std::atoi(at.port.c_str()),
-                                          ToTimeval(target.timeout)));
-  if (context == nullptr) {
-    *failure = "connect: out of memory";
-    return nullptr;
+  /// Dialed, TLS up and authenticated; false and `*failure` otherwise.
+  bool Open(std::string* failure) {
+    auto done = std::make_shared<std::promise<LoopRedisConnection::Failed>>();
+    auto answer = done->get_future();
+    const auto deadline = SteadyClock::now() + Step();
+    loop_.Post([this, done, deadline] {
+      conn_ = LoopRedisConnection::Create(loop_, target_.address, target_.username,
+                                          target_.password, target_.tls);
+      conn_->Connect(deadline, [done](LoopRedisConnection::Failed failed) {
+        done->set_value(std::move(failed));
+      });
+    });
+    if (answer.wait_for(Step() + kLoopBound) != std::future_status::ready) {
+      *failure = "connect: no answer from the fence's loop";
+      return false;
+    }
+    const LoopRedisConnection::Failed failed = answer.get();
+    if (!failed) return true;
+    *failure = "connect: " + failed->message;
+    return false;
   }
-  if (context->err != 0) {
-    *failure = std::string("connect: ") + context->errstr;
-    return nullptr;
+
+  /// Sends `argv` and reads its reply. On an I/O failure or an error reply, nullptr and
+  /// `*failure` says which ("<what>: <reason>" or "<what> refused: <the server's words>").
+  Reply Ask(const std::vector<std::string>& argv, const std::string& what, std::string* failure) {
+    auto done = std::make_shared<std::promise<LoopRedisConnection::Replies>>();
+    auto answer = done->get_future();
+    const auto deadline = SteadyClock::now() + Step();
+    loop_.Post([this, done, deadline, argv] {
+      conn_->Pipeline({argv}, deadline, [done](LoopRedisConnection::Replies replies) {
+        done->set_value(std::move(replies));
+      });
+    });
+    if (answer.wait_for(Step() + kLoopBound) != std::future_status::ready) {
+      *failure = what + ": no answer from the fence's loop";
+      return nullptr;
+    }
+    LoopRedisConnection::Replies replies = answer.get();
+    if (auto* failed = std::get_if<ProbeFailure>(&replies)) {
+      *failure = what + ": " + failed->message;
+      return nullptr;
+    }
+    auto& got = std::get<std::vector<RedisReplyPtr>>(replies);
+    if (got.size() != 1 || got.front() == nullptr) {
+      *failure = what + ": expected one reply, got " + std::to_string(got.size());
+      return nullptr;
+    }
+    Reply reply = std::move(got.front());
+    if (reply->type == REDIS_REPLY_ERROR) {
+      *failure = what + " refused: " + ServerText(*reply);
+      return nullptr;
+    }
+    return reply;
   }
-  if (redisSetTimeout(context.get(), ToTimeval(target.timeout)) != REDIS_OK) {
-    *failure = std::string("setting the timeout: ") + context->errstr;
-    return nullptr;
+
+ private:
+  /// Beyond the connection's own deadline: the loop thread itself stuck (never expected).
+  static constexpr std::chrono::seconds kLoopBound{2};
+  std::chrono::milliseconds Step() const {
+    return target_.timeout.count() < 1 ? std::chrono::milliseconds(1) : target_.timeout;
   }
-  if (!target.password) return context;
-  std::vector<std::string> auth = {"AUTH"};
-  if (!target.username.empty()) auth.push_back(target.username);
-  auth.push_back(*target.password);
-  if (Ask(context.get(), auth, "AUTH", failure) == nullptr) return nullptr;
-  return context;
-}
+
+  const RedisFenceTarget& target_;
+  EventLoop loop_;  // before conn_: the connection goes first
+  std::shared_ptr<LoopRedisConnection> conn_;
+};
 
 /// The server's role ("master", "slave", "sentinel"), or a failure.
-std::variant<std::string, FenceOutcome> Role(redisContext* context) {
+std::variant<std::string, FenceOutcome> Role(Session& session) {
   std::string failure;
-  Reply reply = Ask(context, {"ROLE"}, "ROLE", &failure);
+  Reply reply = session.Ask({"ROLE"}, "ROLE", &failure);
   if (reply == nullptr) return Failed(failure);
   if (reply->type != REDIS_REPLY_ARRAY) {
     return Failed(std::string("ROLE: expected an array, got ") + TypeName(reply->type));
@@ -167,9 +193,9 @@ bool IsCount(const std::string& text) {
 }
 
 /// The value of the integer parameter `name` (CONFIG GET), or a failure.
-std::variant<std::string, FenceOutcome> ConfigGet(redisContext* context, const std::string& name) {
+std::variant<std::string, FenceOutcome> ConfigGet(Session& session, const std::string& name) {
   std::string failure;
-  Reply reply = Ask(context, {"CONFIG", "GET", name}, "CONFIG GET " + name, &failure);
+  Reply reply = session.Ask({"CONFIG", "GET", name}, "CONFIG GET " + name, &failure);
   if (reply == nullptr) return Failed(failure);
   if (reply->type != REDIS_REPLY_ARRAY) {
     return Failed("CONFIG GET " + name + ": expected an array, got " + TypeName(reply->type));
@@ -188,13 +214,13 @@ std::variant<std::string, FenceOutcome> ConfigGet(redisContext* context, const s
 }
 
 /// Sets the guard and proves it with a write that must get NOREPLICAS.
-FenceOutcome SetAndCheck(redisContext* context, const std::string& to_write,
+FenceOutcome SetAndCheck(Session& session, const std::string& to_write,
                          const std::string& max_lag) {
   const std::string undo = RedisFenceUndo(to_write, max_lag);
   std::vector<std::string> set = {"CONFIG", "SET", "min-replicas-to-write", kFenceToWrite};
   if (max_lag == "0") set.insert(set.end(), {"min-replicas-max-lag", kRaisedMaxLag});
   std::string failure;
-  Reply reply = Ask(context, set, "CONFIG SET", &failure);
+  Reply reply = session.Ask(set, "CONFIG SET", &failure);
   if (reply == nullptr) {
     return Failed(failure + " (should it have applied, the undo: " + undo + ")");
   }
@@ -210,8 +236,8 @@ FenceOutcome SetAndCheck(redisContext* context, const std::string& to_write,
                                 ? " (already at the fence's value: an earlier fence's undo holds "
                                   "the values before it)"
                                 : "";
-  Reply check = Ask(context, {"SET", kCheckKey, std::to_string(std::time(nullptr)), "PX", "1000"},
-                    "the check write", &failure);
+  Reply check = session.Ask({"SET", kCheckKey, std::to_string(std::time(nullptr)), "PX", "1000"},
+                            "the check write", &failure);
   if (check != nullptr) {
     return Failed(recorded + ", but the check write was accepted" + again + "; undo: " + undo);
   }
@@ -225,23 +251,22 @@ FenceOutcome SetAndCheck(redisContext* context, const std::string& to_write,
 }
 
 FenceOutcome Fence(const RedisFenceTarget& target) {
-  if (target.tls) return Failed("TLS is not supported by the fence yet");
   std::string failure;
-  Context context = Open(target, &failure);
-  if (context == nullptr) return Failed(failure);
-  auto role = Role(context.get());
+  Session session(target);
+  if (!session.Open(&failure)) return Failed(failure);
+  auto role = Role(session);
   if (auto* outcome = std::get_if<FenceOutcome>(&role)) return *outcome;
   const std::string& name = std::get<std::string>(role);
   if (name != "master") {
     return FenceOutcome{"not_primary", "ROLE is " + name.substr(0, 40) + ": nothing changed", 0,
                         false, ""};
   }
-  auto to_write = ConfigGet(context.get(), "min-replicas-to-write");
+  auto to_write = ConfigGet(session, "min-replicas-to-write");
   if (auto* outcome = std::get_if<FenceOutcome>(&to_write)) return *outcome;
-  auto max_lag = ConfigGet(context.get(), "min-replicas-max-lag");
+  auto max_lag = ConfigGet(session, "min-replicas-max-lag");
   if (auto* outcome = std::get_if<FenceOutcome>(&max_lag)) return *outcome;
   FenceOutcome outcome =
-      SetAndCheck(context.get(), std::get<std::string>(to_write), std::get<std::string>(max_lag));
+      SetAndCheck(session, std::get<std::string>(to_write), std::get<std::string>(max_lag));
   // Once CONFIG SET was sent, whatever its answer, the undo is said apart too.
   if (outcome.detail.find("undo: ") != std::string::npos) {
     outcome.undo = RedisFenceUndo(std::get<std::string>(to_write), std::get<std::string>(max_lag));
