@@ -510,8 +510,8 @@ TEST_CASE("config: each invalid file reports exactly its errors", "[config]") {
         "20:21: clusters[1].remediation.password_env: only one of password_file and password_env "
         "may be set",
         "21:16: clusters[1].remediation.timeout: timeout 1m is above the maximum 30s",
-        "31:13: clusters[2].remediation.mode: mode: fence is not available for kind: "
-        "redis_lease yet (only for PostgreSQL kinds and Redis under Sentinel); mode: dry_run is",
+        "31:7: clusters[2].remediation.hook: required for mode: fence on kind: redis_lease (a "
+        "process cannot be fenced from outside: the hook is asked to stop it)",
         "41:13: clusters[3].remediation.mode: expected dry_run or fence"}},
       {"invalid-incident-log.yml",
        {"2:9: incident_log.file: expected a path",

@@ -6,7 +6,9 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "detector/output/alerts.h"
@@ -188,7 +190,7 @@ bool WaitIdle(const Remediator& r) {
 RemediationRequest Request(const std::string& cluster, RemediationMode mode,
                            WallClock::time_point incident, std::vector<std::string> members) {
   ClusterSpec spec = Spec(mode);
-  RemediationRequest req{cluster, "patroni", incident, spec.remediation, "a", {}};
+  RemediationRequest req{cluster, "patroni", incident, spec.remediation, "a", {}, std::nullopt, {}};
   for (const MemberSpec& m : spec.members) {
     if (std::find(members.begin(), members.end(), m.name) != members.end()) {
       req.targets.push_back(m);
@@ -294,7 +296,7 @@ TEST_CASE("remediator: a Redis zombie is fenced at its address with the cluster'
   spec.mode = RemediationMode::kFence;
   RedisTlsSpec tls;
   tls.ca_file = "/etc/ca.pem";
-  r.Request(RemediationRequest{"cache", "redis", WallClock::now(), spec, "m", {zombie}, tls},
+  r.Request(RemediationRequest{"cache", "redis", WallClock::now(), spec, "m", {zombie}, tls, {}},
             WallClock::now());
   REQUIRE(WaitIdle(r));
   CHECK(postgres.Calls() == 0);
@@ -419,8 +421,200 @@ clusters:
   CHECK(config.clusters()[1].remediation.mode == RemediationMode::kDryRun);
   CHECK(config.clusters()[2].remediation.mode == RemediationMode::kOff);
   CHECK(RemediationAction("redis") == "redis_write_guard");
-  CHECK(RemediationAction("k8s_lease") == "none");
+  CHECK(RemediationAction("k8s_lease") == "hook");
+  CHECK(RemediationAction("etcd_election") == "hook");
+  CHECK(RemediationAction("postgres") == "none");
   CHECK(RemediationAction("repmgr") == "postgres_read_only");
+}
+
+namespace {
+
+constexpr const char* kElection = R"(clusters:
+  - name: jobs
+    kind: etcd_election
+    etcd_election:
+      endpoints: [http://127.0.0.1:2379]
+      prefix: /election/jobs
+    remediation:
+REMEDIATION
+    members:
+      - name: a
+        metrics_url: http://127.0.0.1:9101/metrics
+      - name: b
+        metrics_url: http://127.0.0.1:9102/metrics
+)";
+
+ConfigResult Election(const std::string& remediation) {
+  std::string text = kElection;
+  text.replace(text.find("REMEDIATION"), std::string("REMEDIATION").size(), remediation);
+  return ParseConfig(text, "hook.yml");
+}
+
+std::string Errors(const ConfigResult& result) {
+  std::string text;
+  if (const auto* errors = std::get_if<std::vector<ConfigError>>(&result)) {
+    for (const ConfigError& e : *errors) text += e.ToString() + "\n";
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("remediation config: a lease kind fences through its hook, and only with one",
+          "[remediation][hook]") {
+  const ConfigResult ok = Election(
+      "      mode: fence\n      timeout: 2s\n      hook:\n        url: https://ops.example/stop\n"
+      "        token_file: /etc/splitbrain/hook-token\n        ca_file: /etc/ssl/ops-ca.pem");
+  INFO(Errors(ok));
+  REQUIRE(std::holds_alternative<ValidatedConfig>(ok));
+  const RemediationSpec& spec = std::get<ValidatedConfig>(ok).clusters()[0].remediation;
+  CHECK(spec.mode == RemediationMode::kFence);
+  REQUIRE(spec.hook.has_value());
+  CHECK(spec.hook->url == "https://ops.example/stop");
+  CHECK(spec.hook->token_file == std::optional<std::string>("/etc/splitbrain/hook-token"));
+  CHECK(spec.hook->ca_file == "/etc/ssl/ops-ca.pem");
+  CHECK(std::holds_alternative<ValidatedConfig>(Election("      mode: dry_run")));
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"      mode: fence", "clusters[0].remediation.hook: required for mode: fence"},
+      {"      mode: fence\n      hook:\n        url: ftp://ops/stop", "remediation.hook.url"},
+      {"      mode: fence\n      hook:\n        url: https://user:pw@ops/stop",
+       "may not carry credentials"},
+      {"      mode: fence\n      hook:\n        token_env: T", "remediation.hook.url"},
+      {"      mode: fence\n      hook:\n        url: http://ops/stop\n        token_file: /t\n"
+       "        token_env: T",
+       "only one of token_file and token_env"},
+      {"      mode: fence\n      hook:\n        url: http://ops/stop\n        token_env: 1-x",
+       "expected an environment variable name"},
+      {"      mode: fence\n      hook:\n        url: http://ops/stop\n        method: GET",
+       "remediation.hook.method"},
+  };
+  for (const auto& [block, expected] : bad) {
+    CAPTURE(block);
+    const ConfigResult result = Election(block);
+    REQUIRE(std::holds_alternative<std::vector<ConfigError>>(result));
+    CHECK_THAT(Errors(result), Catch::Contains(expected));
+    CHECK_THAT(Errors(result), !Catch::Contains("pw@"));
+  }
+}
+
+TEST_CASE("remediation config: a hook is refused where the detector fences itself",
+          "[remediation][hook]") {
+  const ConfigResult result = ParseConfig(R"(clusters:
+  - name: cache
+    kind: redis
+    redis:
+      master_name: cache
+      sentinels: ["127.0.0.1:26379"]
+    remediation:
+      mode: fence
+      hook:
+        url: http://ops/stop
+    members:
+      - name: r1
+        address: "127.0.0.1:6379"
+)",
+                                          "redis-hook.yml");
+  REQUIRE(std::holds_alternative<std::vector<ConfigError>>(result));
+  CHECK_THAT(Errors(result), Catch::Contains("clusters[0].remediation.hook: kind: redis is fenced "
+                                             "by the detector itself"));
+}
+
+TEST_CASE("remediator: a lease zombie is handed to the hook with the round's evidence",
+          "[remediation][hook]") {
+  std::vector<HookFenceTarget> calls;
+  std::mutex mu;
+  Recorder postgres;  // never called: the cluster's members are processes
+  Remediator r(RemediationLimits{}, postgres.Fn(), nullptr, [&](const HookFenceTarget& t) {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back(t);
+    return FenceOutcome{"fenced", "the hook answered HTTP 200", 0, false, "start it again"};
+  });
+  MemberSpec zombie;
+  zombie.name = "b";
+  zombie.claim_url = "http://127.0.0.1:9102/metrics";
+  RemediationSpec spec;
+  spec.mode = RemediationMode::kFence;
+  spec.timeout = milliseconds(1500);
+  spec.hook = RemediationHookSpec{"http://127.0.0.1:9/stop", std::nullopt,
+                                  std::string("SBD_TEST_HOOK_TOKEN"), ""};
+  setenv("SBD_TEST_HOOK_TOKEN", "hook-token-1", 1);
+  const auto incident = WallClock::now();
+  RemediationRequest req{"jobs", "etcd_election", incident,     spec,
+                         "a",    {zombie},        std::nullopt, {{"a", "57"}, {"b", "41"}}};
+  r.Note("jobs", "etcd_election", RemediationMode::kFence, "");
+  r.Request(req, WallClock::now());
+  r.Request(req, WallClock::now());  // the same incident: asked once
+  REQUIRE(WaitIdle(r));
+  unsetenv("SBD_TEST_HOOK_TOKEN");
+  CHECK(postgres.Calls() == 0);
+  std::lock_guard<std::mutex> lock(mu);
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].url == "http://127.0.0.1:9/stop");
+  CHECK(calls[0].token == std::optional<std::string>("hook-token-1"));
+  CHECK(calls[0].timeout == milliseconds(1500));
+  const nlohmann::json sent = nlohmann::json::parse(calls[0].body);
+  CHECK(sent["cluster"] == "jobs");
+  CHECK(sent["zombie"]["name"] == "b");
+  CHECK(sent["zombie"]["token"] == "41");
+  CHECK(sent["zombie"]["claim_url"] == "http://127.0.0.1:9102/metrics");
+  CHECK(sent["holder"]["name"] == "a");
+  CHECK(sent["holder"]["token"] == "57");
+  const RemediationView view = r.View("jobs");
+  REQUIRE(view.records.size() == 1);
+  CHECK(view.action == "hook");
+  CHECK(view.records[0].action == "hook");
+  CHECK(view.records[0].result == "fenced");
+  CHECK_FALSE(view.records[0].verified);
+  CHECK(view.records[0].undo == "start it again");
+  CHECK(view.counts.at({"hook", "fenced"}) == 1);
+}
+
+TEST_CASE("remediator: a hook whose token cannot be read is not called", "[remediation][hook]") {
+  int called = 0;
+  Remediator r(RemediationLimits{}, nullptr, nullptr, [&](const HookFenceTarget&) {
+    ++called;
+    return FenceOutcome{"fenced", "", 0, false, ""};
+  });
+  MemberSpec zombie;
+  zombie.name = "b";
+  RemediationSpec spec;
+  spec.mode = RemediationMode::kFence;
+  spec.hook = RemediationHookSpec{"http://127.0.0.1:9/stop", std::string("/nonexistent/token"),
+                                  std::nullopt, ""};
+  r.Request(
+      RemediationRequest{
+          "jobs", "k8s_lease", WallClock::now(), spec, "a", {zombie}, std::nullopt, {}},
+      WallClock::now());
+  REQUIRE(WaitIdle(r));
+  CHECK(called == 0);
+  REQUIRE(r.View("jobs").records.size() == 1);
+  CHECK(r.View("jobs").records[0].result == "failed");
+  CHECK_THAT(r.View("jobs").records[0].detail,
+             Catch::Contains("the hook's token: cannot read token_file /nonexistent/token"));
+}
+
+TEST_CASE("remediation gate: the targets' and the holder's tokens go with the decision",
+          "[remediation][hook]") {
+  ClusterSpec spec;
+  spec.name = "jobs";
+  spec.kind = "etcd_election";
+  spec.remediation.mode = RemediationMode::kDryRun;
+  const auto claim = [](const std::string& member, const std::string& token, bool holds) {
+    Observation obs;
+    obs.member = member;
+    obs.window = ReadingWindow{WallClock::now(), SteadyClock::now(), SteadyClock::now()};
+    LockClaimReading reading;
+    reading.claims = holds;
+    reading.token = token;
+    obs.result = reading;
+    return obs;
+  };
+  const std::vector<Observation> round = {claim("a", "57", true), claim("b", "41", true),
+                                          claim("c", "", false)};
+  const GateDecision d = Decide(spec, SplitBrain(), round);
+  REQUIRE(d.targets == std::vector<std::string>{"b"});
+  CHECK(d.tokens == std::map<std::string, std::string>{{"a", "57"}, {"b", "41"}});
 }
 
 }  // namespace sbd

@@ -25,15 +25,75 @@ bool CheckKind(ConfigReader& r, const ConfigReader::Entry& mode, const std::stri
                std::string("kind: ") + kind->name +
                    " has no lock store to name the holder, so no member can be told to be the "
                    "zombie; remediation needs one");
-  } else if (wanted == RemediationMode::kFence &&
-             kind->remediation == RemediationSupport::kDryRunOnly) {
-    r.AddError(mode.Mark(), path,
-               std::string("mode: fence is not available for kind: ") + kind->name +
-                   " yet (only for PostgreSQL kinds and Redis under Sentinel); mode: dry_run is");
   } else {
     return true;
   }
   return false;
+}
+
+// A hook's URL may not carry credentials: they would show wherever the URL does.
+bool HasUserInfo(const std::string& url) {
+  const size_t start = url.find("://") + 3;
+  const size_t end = url.find_first_of("/?#", start);
+  return url.substr(start, end == std::string::npos ? std::string::npos : end - start).find('@') !=
+         std::string::npos;
+}
+
+// The `hook:` block: the operator's endpoint that stops a zombie process.
+std::optional<RemediationHookSpec> ParseHook(ConfigReader& r, const ConfigReader::Entry& entry,
+                                             const std::string& path) {
+  const std::optional<ConfigReader::Fields> fields =
+      r.ReadMapping(entry, path, {"url", "token_file", "token_env", "ca_file"});
+  if (!fields) return std::nullopt;
+  RemediationHookSpec hook;
+  bool ok = true;
+  if (const ConfigReader::Entry* url = r.Required(*fields, entry.value, path, "url")) {
+    const std::optional<std::string> value = r.HttpUrl(*url, Join(path, "url"), false);
+    if (value && HasUserInfo(*value)) {
+      r.AddError(url->Mark(), Join(path, "url"),
+                 "the URL may not carry credentials (user:password@): use token_file or "
+                 "token_env");
+      ok = false;
+    } else if (value) {
+      hook.url = *value;
+    } else {
+      ok = false;
+    }
+  } else {
+    ok = false;
+  }
+  for (const char* key : {"token_file", "ca_file"}) {
+    const ConfigReader::Entry* file = ConfigReader::Optional(*fields, key);
+    if (!file) continue;
+    const std::optional<std::string> value = r.String(*file, Join(path, key));
+    if (value && value->empty()) {
+      r.AddError(file->Mark(), Join(path, key), "expected a file path");
+      ok = false;
+    } else if (value && std::string(key) == "token_file") {
+      hook.token_file = *value;
+    } else if (value) {
+      hook.ca_file = *value;
+    } else {
+      ok = false;
+    }
+  }
+  if (const ConfigReader::Entry* env = ConfigReader::Optional(*fields, "token_env")) {
+    const std::optional<std::string> value = r.String(*env, Join(path, "token_env"));
+    if (value && !IsEnvName(*value)) {
+      r.AddError(env->Mark(), Join(path, "token_env"), "expected an environment variable name");
+      ok = false;
+    } else if (value && hook.token_file) {
+      r.AddError(env->Mark(), Join(path, "token_env"),
+                 "only one of token_file and token_env may be set");
+      ok = false;
+    } else if (value) {
+      hook.token_env = *value;
+    } else {
+      ok = false;
+    }
+  }
+  if (!ok) return std::nullopt;
+  return hook;
 }
 
 }  // namespace
@@ -54,8 +114,8 @@ void ParseClusterRemediation(ConfigReader& r, const ConfigReader::Entry& entry,
                              const std::string& path, const KindConfig* kind,
                              ClusterSpec& cluster) {
   RemediationSpec& spec = cluster.remediation;
-  const std::optional<ConfigReader::Fields> fields =
-      r.ReadMapping(entry, path, {"mode", "user", "password_file", "password_env", "timeout"});
+  const std::optional<ConfigReader::Fields> fields = r.ReadMapping(
+      entry, path, {"mode", "user", "password_file", "password_env", "timeout", "hook"});
   if (!fields) return;
   const ConfigReader::Entry* mode = r.Required(*fields, entry.value, path, "mode");
   if (!mode) return;
@@ -70,6 +130,21 @@ void ParseClusterRemediation(ConfigReader& r, const ConfigReader::Entry& entry,
     return;
   }
   if (!CheckKind(r, *mode, mode_path, kind, spec.mode)) return;
+  const bool by_hook = kind != nullptr && kind->remediation == RemediationSupport::kHook;
+  if (const ConfigReader::Entry* hook = ConfigReader::Optional(*fields, "hook")) {
+    if (!by_hook) {
+      r.AddError(hook->Mark(), Join(path, "hook"),
+                 std::string("kind: ") + (kind != nullptr ? kind->name : "?") +
+                     " is fenced by the detector itself; a hook is for the lease and election "
+                     "kinds, whose members are processes");
+    } else {
+      spec.hook = ParseHook(r, *hook, Join(path, "hook"));
+    }
+  } else if (by_hook && spec.mode == RemediationMode::kFence) {
+    r.AddError(entry.Mark(), Join(path, "hook"),
+               std::string("required for mode: fence on kind: ") + kind->name +
+                   " (a process cannot be fenced from outside: the hook is asked to stop it)");
+  }
   r.PasswordSources(*fields, path, spec.password_file, spec.password_env);
   if (const ConfigReader::Entry* user = ConfigReader::Optional(*fields, "user")) {
     const std::optional<std::string> value = r.String(*user, Join(path, "user"));

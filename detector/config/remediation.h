@@ -19,6 +19,15 @@ enum class RemediationMode {
 /// Stable snake_case name ("off", "dry_run", "fence").
 const char* RemediationModeName(RemediationMode mode);
 
+/// The operator's hook that fences a process the detector cannot reach itself (the lease and
+/// election kinds): a POST of the evidence as JSON. Plain value type; the token is never shown.
+struct RemediationHookSpec {
+  std::string url;                        ///< http:// or https://, without credentials
+  std::optional<std::string> token_file;  ///< "Authorization: Bearer <token>" from a file ...
+  std::optional<std::string> token_env;   ///< ... or from the environment; at most one
+  std::string ca_file;                    ///< https: the CA the hook's certificate chains to
+};
+
 /// A cluster's `remediation:` block. Plain value type.
 struct RemediationSpec {
   RemediationMode mode = RemediationMode::kOff;
@@ -26,7 +35,9 @@ struct RemediationSpec {
   std::string user;
   std::optional<std::string> password_file;
   std::optional<std::string> password_env;
-  /// Bounds each step of an action (connect, each statement, the check).
+  /// The lease and election kinds: whom `mode: fence` asks to stop the zombie.
+  std::optional<RemediationHookSpec> hook;
+  /// Bounds each step of an action (connect, each statement, the check; a hook's whole call).
   std::chrono::milliseconds timeout{3000};
 };
 

@@ -210,7 +210,7 @@ void Scheduler::Remediate(ClusterSnapshot& state, bool undeclared_fork) {
   if (!decision.targets.empty()) {
     RemediationRequest request{spec.name,        spec.kind,       state.split_brain_opened_at,
                                spec.remediation, decision.holder, {},
-                               spec.redis.tls};
+                               spec.redis.tls,   decision.tokens};
     for (const MemberSpec& member : spec.members) {
       if (std::find(decision.targets.begin(), decision.targets.end(), member.name) !=
           decision.targets.end()) {

@@ -228,7 +228,10 @@ namespace {
 std::string RemediationSummary(const ClusterSnapshot& c) {
   std::string out;
   for (const RemediationRecord& r : RecentRemediations(c)) {
-    if (r.result == "fenced") {
+    if (r.result == "fenced" && r.action == "hook") {
+      out += "; asked the hook to stop " + r.member + " at " + FormatTime(r.finished) +
+             " (it answered; not verified)";
+    } else if (r.result == "fenced") {
       out += "; fenced " + r.member + " at " + FormatTime(r.finished) + " (writes refused)";
     } else if (r.result == "dry_run") {
       out += "; dry run: would fence " + r.member;
@@ -245,21 +248,32 @@ void AddRemediationAlerts(const ClusterSnapshot& c, const AlertingSpec& alerting
                           const AlertLinks& links, std::vector<Alert>& firing) {
   const auto now = WallClock::now();
   std::vector<std::string> fenced;
+  std::vector<std::string> hooked;  // handed to the operator's hook: not seen to refuse writes
   std::vector<std::string> undo;
   std::vector<std::string> capped;
   for (const RemediationRecord& r : c.remediation.records) {
     if (r.result == "fenced" && r.finished + std::chrono::hours(1) > now) {
-      fenced.push_back(r.member + " at " + FormatTime(r.finished));
+      (r.action == "hook" ? hooked : fenced).push_back(r.member + " at " + FormatTime(r.finished));
       if (!r.undo.empty()) undo.push_back(r.member + ": " + r.undo);
     }
     if (r.result == "capped" && r.finished + std::chrono::minutes(10) > now) {
       capped.push_back(r.member + " at " + FormatTime(r.finished));
     }
   }
-  if (!fenced.empty()) {
+  if (!fenced.empty() || !hooked.empty()) {
+    std::string said;
+    if (!fenced.empty()) {
+      said = "The detector fenced " + Join(fenced) + " in " + c.spec.name +
+             ": it refuses writes until undone";
+    }
+    if (!hooked.empty()) {
+      said +=
+          (said.empty() ? "The detector asked the hook to stop " : "; it asked the hook to stop ") +
+          Join(hooked) + (said.empty() ? " in " + c.spec.name : "") +
+          ": the hook answered, and the incident stays open while the zombie still claims";
+    }
     firing.push_back(Make(c, alerting, links, "ZombieFenced", "warning",
-                          "The detector fenced " + Join(fenced) + " in " + c.spec.name +
-                              ": it refuses writes until undone (" + Join(undo) + ")",
+                          said + " (undo: " + (undo.empty() ? "none given" : Join(undo)) + ")",
                           "zombie-fenced.md"));
   }
   if (!capped.empty()) {

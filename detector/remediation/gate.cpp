@@ -82,7 +82,15 @@ GateDecision DecideRemediation(const GateInput& in) {
     if (Contains(a.fenced_zombies, zombie) || Contains(a.fenced, zombie)) continue;
     if (ReadWritable(in.round, zombie)) decision.targets.push_back(zombie);
   }
-  if (decision.targets.empty()) decision.hold = "no zombie read writable this round";
+  if (decision.targets.empty()) {
+    decision.hold = "no zombie read writable this round";
+    return decision;
+  }
+  for (const Observation& obs : in.round) {
+    if (obs.member != decision.holder && !Contains(decision.targets, obs.member)) continue;
+    const std::optional<Claim> claim = obs.claim();
+    if (claim && !claim->token.empty()) decision.tokens[obs.member] = claim->token;
+  }
   return decision;
 }
 

@@ -3,6 +3,7 @@
 // When the opt-in remediation may act (docs/remediation.md): a pure function of one round's
 // assessment, so that every condition is tested without servers or threads.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct GateInput {
 struct GateDecision {
   std::vector<std::string> targets;  ///< the zombies it may act on; empty: none
   std::string holder;                ///< the member the lock store names, read writable
+  /// The claim tokens this round read for the holder and the targets, by member (none for a
+  /// kind without tokens).
+  std::map<std::string, std::string> tokens;
   /// Why nothing is done, while there is a finding (a split brain, suspected or suppressed)
   /// that an operator might expect an action for; empty otherwise.
   std::string hold;

@@ -32,6 +32,9 @@ std::string DryRunDetail(const std::string& action, const std::string& member,
            "min-replicas-to-write 1000000); Sentinel's master is " +
            holder;
   }
+  if (action == "hook") {
+    return "would ask the hook to stop " + member + " (the lock store names " + holder + ")";
+  }
   if (action == "none") {
     return "would fence " + member + " (the lock store names " + holder +
            "); no action exists for this kind yet";
@@ -58,14 +61,18 @@ std::string RemediationAction(const std::string& kind) {
       return "postgres_read_only";
     case RemediationSupport::kRedisFence:
       return "redis_write_guard";
+    case RemediationSupport::kHook:
+      return "hook";
     default:
       return "none";
   }
 }
 
-Remediator::Remediator(RemediationLimits limits, FenceFn fence, RedisFenceFn redis_fence)
+Remediator::Remediator(RemediationLimits limits, FenceFn fence, RedisFenceFn redis_fence,
+                       HookFenceFn hook_fence)
     : fence_(std::move(fence)),
       redis_fence_(std::move(redis_fence)),
+      hook_fence_(std::move(hook_fence)),
       limits_(limits),
       worker_([this] { Run(); }) {}
 
@@ -133,8 +140,15 @@ void Remediator::Request(const RemediationRequest& request, WallClock::time_poin
       record.detail = "fencing (the lock store names " + request.holder + ")";
       const std::uint64_t sequence = next_sequence_++;
       c.running.emplace(sequence, std::move(record));
-      queue_.push_back(
-          Job{request.cluster, action, request.spec, member, request.redis_tls, sequence});
+      const auto token = [&](const std::string& name) {
+        auto found = request.tokens.find(name);
+        return found == request.tokens.end() ? std::string() : found->second;
+      };
+      HookEvidence evidence{request.cluster,       request.kind,     member.name,
+                            token(member.name),    member.claim_url, request.holder,
+                            token(request.holder), request.incident, now};
+      queue_.push_back(Job{request.cluster, action, request.spec, member, request.redis_tls,
+                           sequence, std::move(evidence)});
       spdlog::warn("cluster={} member={} holder={} msg=\"remediation: fencing\"", request.cluster,
                    member.name, request.holder);
     }
@@ -195,6 +209,16 @@ void Remediator::Run() {
 
 // The worker thread, unlocked: the password read (disk: here, never on the loop) and the fence.
 FenceOutcome Remediator::Act(const Job& job) {
+  if (job.action == "hook") {
+    if (!job.spec.hook) return {"failed", "no hook is configured", 0, false, ""};
+    auto token = ResolveHookToken(job.spec.hook->token_file, job.spec.hook->token_env);
+    if (const std::string* error = std::get_if<std::string>(&token)) {
+      return {"failed", "the hook's token: " + *error, 0, false, ""};
+    }
+    return hook_fence_(
+        HookFenceTarget{job.spec.hook->url, std::get<std::optional<std::string>>(token),
+                        job.spec.hook->ca_file, HookEvidenceJson(job.evidence), job.spec.timeout});
+  }
   MemberSpec login = job.member;
   login.password_file = job.spec.password_file;
   login.password_env = job.spec.password_env;

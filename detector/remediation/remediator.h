@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "detector/config/config.h"
+#include "detector/remediation/hook_fence.h"
 #include "detector/remediation/pg_fence.h"
 #include "detector/remediation/redis_fence.h"
 #include "probes/probe.h"
@@ -27,7 +28,7 @@ namespace sbd {
 struct RemediationRecord {
   std::string member;
   std::string holder;  ///< the lock store's holder when it was decided
-  /// "postgres_read_only", "redis_write_guard", or "none" for a kind with no action yet.
+  /// "postgres_read_only", "redis_write_guard", "hook", or "none" for a kind with no action.
   std::string action;
   std::string mode;  ///< "dry_run" or "fence"
   /// "running" until done; then fenced | failed | not_primary | dry_run | capped.
@@ -54,7 +55,8 @@ struct RemediationView {
 constexpr size_t kKeptRemediations = 20;
 /// Every result an action can have, for the counters' zeros.
 const std::vector<std::string>& RemediationResults();
-/// The action a fence of `kind` takes: "postgres_read_only", "redis_write_guard", or "none".
+/// The action a fence of `kind` takes: "postgres_read_only", "redis_write_guard", "hook" (the
+/// operator's hook is asked to stop the process), or "none".
 std::string RemediationAction(const std::string& kind);
 
 /// What the scheduler asks for after a round the gate passed. Plain value type.
@@ -67,6 +69,8 @@ struct RemediationRequest {
   std::string holder;
   std::vector<MemberSpec> targets;
   std::optional<RedisTlsSpec> redis_tls;  ///< Redis: as the cluster's members are reached
+  /// The tokens the round read, by member (the holder's and the targets'), for the hook.
+  std::map<std::string, std::string> tokens;
 };
 
 /// Does what the gate allowed: a dry run is recorded at once; a fence is queued to one worker
@@ -77,10 +81,11 @@ class Remediator {
  public:
   using FenceFn = std::function<FenceOutcome(const FenceTarget&)>;
   using RedisFenceFn = std::function<FenceOutcome(const RedisFenceTarget&)>;
+  using HookFenceFn = std::function<FenceOutcome(const HookFenceTarget&)>;
 
-  /// The fences are FencePostgres and FenceRedis unless tests give others.
+  /// The fences are FencePostgres, FenceRedis and FenceByHook unless tests give others.
   explicit Remediator(RemediationLimits limits, FenceFn fence = FencePostgres,
-                      RedisFenceFn redis_fence = FenceRedis);
+                      RedisFenceFn redis_fence = FenceRedis, HookFenceFn hook_fence = FenceByHook);
   ~Remediator();  ///< finishes the action under way, drops the queued ones (recorded failed)
   Remediator(const Remediator&) = delete;
   Remediator& operator=(const Remediator&) = delete;
@@ -106,6 +111,7 @@ class Remediator {
     MemberSpec member;
     std::optional<RedisTlsSpec> redis_tls;
     std::uint64_t sequence;
+    HookEvidence evidence;  ///< what a hook is told
   };
   struct ClusterRemediation {
     RemediationView view;
@@ -123,6 +129,7 @@ class Remediator {
 
   FenceFn fence_;
   RedisFenceFn redis_fence_;
+  HookFenceFn hook_fence_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   RemediationLimits limits_;

@@ -16,7 +16,7 @@ struct KindConfig;
 /// What the opt-in remediation may do for a kind (detector/config/remediation.h).
 enum class RemediationSupport {
   kNone,           ///< no lock store names a holder: nothing (the config refuses the block)
-  kDryRunOnly,     ///< it can say whom it would fence; no action is built for the kind yet
+  kHook,           ///< members are processes: fenced by the operator's hook (hook_fence.h)
   kPostgresFence,  ///< members are PostgreSQL servers: fenced read-only (remediation/pg_fence.h)
   kRedisFence,     ///< members are Redis servers: fenced by their own write guard (redis_fence.h)
 };
