@@ -10,7 +10,11 @@
 // sentinels, a replica promoted by hand, fenced by its own write guard; Sentinel's planned
 // failover beside it is never touched.
 #include <catch2/catch.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "tests/support/files.h"
 #include "tests/support/patroni_environment.h"
@@ -275,6 +279,76 @@ TEST_CASE("remediation: with the lock store down nothing is done", "[remediation
   CHECK(f.FenceLogins(offsets) == 0);
   f.SetMode("dry_run");  // so that the store's return does not fence in this scenario
   f.env->etcd->Start();
+  f.Restore();
+}
+
+namespace {
+
+// The postmaster of the PostgreSQL in `data_dir` and every process it started.
+std::vector<pid_t> PostgresProcesses(const std::string& data_dir) {
+  std::vector<pid_t> pids;
+  std::ifstream pidfile(data_dir + "/postmaster.pid");
+  pid_t postmaster = -1;
+  if (!(pidfile >> postmaster) || postmaster <= 0) return pids;
+  pids.push_back(postmaster);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces, so read after its closing parenthesis.
+    std::istringstream rest(line.substr(line.rfind(')') + 1));
+    char state = 0;
+    pid_t ppid = -1;
+    if (rest >> state >> ppid && ppid == postmaster) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+}  // namespace
+
+TEST_CASE("remediation: with the holder unreadable nothing is done", "[remediation]") {
+  Fixture& f = Shared();
+  f.SetMode("fence");
+  f.env->Settle();
+  const std::vector<size_t> offsets = f.LogSizes();
+  const std::string zombie = f.PauseAndPick();
+  const std::string holder = f.env->cluster->Leader();
+  const size_t fenced_before = CountRecords(f.Remediation(), zombie, "fenced");  // earlier cases'
+  // The holder's PostgreSQL frozen whole (postmaster and backends, the probe's session too):
+  // its reads time out while the lock store still names it.
+  const std::vector<pid_t> frozen = PostgresProcesses(f.env->cluster->member(holder).data_dir);
+  REQUIRE(frozen.size() > 1);
+  for (pid_t pid : frozen) kill(pid, SIGSTOP);
+  struct Thaw {
+    const std::vector<pid_t>& pids;
+    ~Thaw() {
+      for (pid_t pid : pids) kill(pid, SIGCONT);
+    }
+  } thaw{frozen};
+  f.Promote(zombie);
+  nlohmann::json held;
+  REQUIRE(WaitFor(
+      [&] {
+        held = f.Remediation();
+        return held.is_object() && !held.value("hold", "").empty() && f.WriteError(zombie).empty();
+      },
+      seconds(20)));
+  INFO(held.dump(2));
+  const auto rounds = f.env->Status().value("rounds", 0);
+  REQUIRE(WaitFor([&] { return f.env->Status().value("rounds", 0) >= rounds + 3; }, seconds(20)));
+  const nlohmann::json status = f.env->Status();
+  INFO(status.dump(2));
+  CHECK(status.value("verdict", "") != "healthy");  // a writable zombie is never healthy
+  const std::string hold = f.Remediation().value("hold", "");
+  CHECK((hold.find("suspected") != std::string::npos ||
+         hold.find("the holder " + holder + " was not read writable") != std::string::npos));
+  CHECK(f.WriteError(zombie).empty());  // still takes writes: nothing was done to it
+  CHECK(CountRecords(f.Remediation(), zombie, "fenced") == fenced_before);
+  CHECK(f.FenceLogins(offsets) == 0);
+  f.SetMode("dry_run");  // so that the holder's return does not fence in this scenario
+  for (pid_t pid : frozen) kill(pid, SIGCONT);
   f.Restore();
 }
 
