@@ -10,6 +10,8 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "tests/support/patroni_environment.h"
 
@@ -49,6 +51,49 @@ TEST_CASE("patroni on zookeeper: a healthy two-member cluster reads healthy with
   CHECK(HasLine(metrics, "splitbrain_member_holds_lock{cluster=\"demo\",member=\"" +
                              env.cluster->Leader() + "\"} 1"));
   CHECK(env.FiringSince(start).empty());
+}
+
+TEST_CASE(
+    "patroni on zookeeper: three switchovers are counted as transitions, the leader znode's "
+    "czxid only grows, and nobody is paged",
+    "[patroni][zookeeper]") {
+  Environment& env = Env();
+  const auto start = env.Settle();
+  const std::string transitions = "splitbrain_transitions_total{cluster=\"demo\"}";
+  const std::string confirmed =
+      "splitbrain_confirmations_total{cluster=\"demo\",result=\"confirmed\"}";
+  const double transitions_before = MetricValue(env.Metrics(), transitions);
+  const double confirmed_before = MetricValue(env.Metrics(), confirmed);
+  REQUIRE(transitions_before >= 0);
+  std::vector<std::string> leaders = {env.cluster->Leader()};
+  std::int64_t czxid = env.Status()["lock"]["mod_revision"].get<std::int64_t>();
+  for (int i = 0; i < 3; ++i) {
+    leaders.push_back(env.cluster->Switchover());
+    CHECK(leaders.back() != leaders[leaders.size() - 2]);
+    // Each move is seen, the new leader's znode read, before the next one starts.
+    nlohmann::json status;
+    REQUIRE(WaitFor(
+        [&] {
+          status = env.Status();
+          return MetricValue(env.Metrics(), transitions) >= transitions_before + i + 1 &&
+                 status["lock"].value("holder", "") == leaders.back();
+        },
+        seconds(20)));
+    INFO(status.dump(2));
+    const std::int64_t next = status["lock"]["mod_revision"].get<std::int64_t>();
+    CHECK(next > czxid);  // a new ephemeral znode: a higher zxid, the token only grows
+    czxid = next;
+  }
+  REQUIRE(WaitFor([&] { return env.Verdict() == "healthy"; }, seconds(20)));
+  // Alertmanager would have delivered within group_wait (1 s); give it three.
+  WaitFor([] { return false; }, seconds(3));
+  CHECK(env.Notifications("SplitBrain", "firing", start).empty());
+  CHECK(env.Notifications("SplitBrainSuspected", "firing", start).empty());
+  CHECK(env.Notifications("LockStoreUnreadable", "firing", start).empty());
+  CHECK(MetricValue(env.Metrics(), confirmed) == confirmed_before);
+  std::cout << "patroni on zookeeper, three switchovers: "
+            << MetricValue(env.Metrics(), transitions) - transitions_before
+            << " transitions counted, nothing paged\n";
 }
 
 TEST_CASE(

@@ -232,8 +232,9 @@ TEST_CASE(
         "12 children under the lock path, above max_children 10: the holder cannot be told");
 }
 
-TEST_CASE("zookeeper_lock detector: one kazoo holder reads healthy and pages nobody",
-          "[zookeeper]") {
+TEST_CASE(
+    "zookeeper_lock detector: one kazoo holder reads healthy; three clean releases page nobody",
+    "[zookeeper]") {
   ZooKeeperSandbox sb;
   PrintLogOnFailure print{sb};
   std::string holder;
@@ -249,6 +250,31 @@ TEST_CASE("zookeeper_lock detector: one kazoo holder reads healthy and pages nob
     std::this_thread::sleep_for(milliseconds(200));  // the read period, not a wait
   }
   CHECK_FALSE(sb.FirstPage("SplitBrain").has_value());
+
+  // Three clean releases: each time the other candidate takes the lock with a higher czxid,
+  // and nothing is paged or warned.
+  std::string token = c["lock"].value("holder_token", "");
+  for (int release = 1; release <= 3; ++release) {
+    CAPTURE(release, holder, token);
+    const std::string next = holder == "a" ? "b" : "a";
+    (holder == "a" ? sb.a : sb.b).Resign();
+    REQUIRE(WaitFor([&] { return sb.HealthyHolder() == next; }, 2 * kTtl));
+    const std::string next_token = sb.Cluster()["lock"].value("holder_token", "");
+    CHECK(std::stoll(next_token) > std::stoll(token));  // the token only grows
+    holder = next;
+    token = next_token;
+  }
+  const auto after = Clock::now() + kTtl;
+  while (Clock::now() < after) {
+    const json now = sb.Cluster();
+    CAPTURE(now.dump());
+    REQUIRE(now.value("verdict", "") == "healthy");
+    std::this_thread::sleep_for(milliseconds(200));  // the read period, not a wait
+  }
+  for (const char* alert : {"SplitBrain", "SplitBrainSuspected", "LockStoreUnreadable"}) {
+    CAPTURE(alert);
+    CHECK_FALSE(sb.FirstPage(alert).has_value());
+  }
 }
 
 TEST_CASE(
