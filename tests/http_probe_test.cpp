@@ -19,6 +19,7 @@
 #include "probes/patroni.h"
 #include "tests/support/hostile_http.h"
 #include "tests/support/process.h"
+#include "tests/support/syn_drop.h"
 
 namespace sbd {
 namespace {
@@ -434,6 +435,21 @@ TEST_CASE("LoopHttpClient: silence, a closed port and another scheme are failure
   HttpResult file = RequestOnLoop(request, milliseconds(500), &took);
   REQUIRE(std::holds_alternative<ProbeFailure>(file));
   CHECK(std::get<ProbeFailure>(file).reason == ProbeFailureReason::kConfig);
+}
+
+TEST_CASE("LoopHttpClient: an address whose SYNs are dropped fails at the deadline, in connect",
+          "[http][loop][hostile]") {
+  testing::SynDropListener dropped;
+  HttpRequest request;
+  request.url = "http://" + dropped.address() + "/metrics";
+  double took = 0;
+  HttpResult result = RequestOnLoop(request, milliseconds(700), &took);
+  REQUIRE(std::holds_alternative<ProbeFailure>(result));
+  const ProbeFailure failure = std::get<ProbeFailure>(result);
+  INFO(failure.message << " after " << took << " s");
+  CHECK(failure.reason == ProbeFailureReason::kTimeout);
+  CHECK(took >= 0.65);  // it waited for the SYN-ACK that never came, not refused at once
+  CHECK(took < 0.7 + 0.25);
 }
 
 namespace {

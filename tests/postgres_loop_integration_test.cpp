@@ -16,6 +16,7 @@
 #include "probes/postgres_async.h"
 #include "tests/support/pg_sandbox.h"
 #include "tests/support/process.h"
+#include "tests/support/syn_drop.h"
 
 namespace sbd {
 namespace {
@@ -124,6 +125,42 @@ TEST_CASE("postgres loop: hung members neither delay a healthy one nor add threa
     REQUIRE_FALSE(obs.ok());
     CHECK(obs.failure()->reason == ProbeFailureReason::kTimeout);
   }
+  CHECK(ThreadsOfThisProcess() == threads_before);
+}
+
+TEST_CASE(
+    "postgres loop: members whose SYNs are dropped fail at the deadline, and a healthy one beside "
+    "them reads at once",
+    "[postgres-loop][integration]") {
+  PgSandbox sandbox;
+  PgInstance& a = sandbox.StartPrimary("pg-a");
+  testing::SynDropListener dropped;
+  PostgresAsyncProbe healthy(MemberOn(sandbox, "pg-a", a.port()), milliseconds(1000));
+  REQUIRE(StartOnLoop(healthy, SteadyClock::now() + seconds(3)).get().ok());
+  const size_t threads_before = ThreadsOfThisProcess();
+  std::vector<std::unique_ptr<PostgresAsyncProbe>> lost;
+  std::vector<std::future<Observation>> lost_answers;
+  const auto started = SteadyClock::now();
+  const auto deadline = started + milliseconds(1200);
+  for (int i = 0; i < 50; ++i) {
+    lost.push_back(std::make_unique<PostgresAsyncProbe>(
+        MemberOn(sandbox, "lost-" + std::to_string(i), dropped.port()), milliseconds(1200)));
+    lost_answers.push_back(StartOnLoop(*lost.back(), deadline));
+  }
+  const auto asked = SteadyClock::now();
+  Observation reading = StartOnLoop(healthy, deadline).get();
+  INFO((reading.ok() ? std::string("ok") : reading.failure()->message));
+  CHECK(reading.ok());
+  CHECK(SteadyClock::now() - asked < milliseconds(500));
+  CHECK(ThreadsOfThisProcess() == threads_before);
+  for (auto& answer : lost_answers) {
+    REQUIRE(answer.wait_until(deadline + milliseconds(250)) == std::future_status::ready);
+    const Observation obs = answer.get();
+    REQUIRE_FALSE(obs.ok());
+    INFO(obs.failure()->message);
+    CHECK(obs.failure()->reason == ProbeFailureReason::kTimeout);
+  }
+  CHECK(SteadyClock::now() - started >= milliseconds(1150));  // none was refused early
   CHECK(ThreadsOfThisProcess() == threads_before);
 }
 

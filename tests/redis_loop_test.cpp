@@ -15,6 +15,7 @@
 #include "probes/redis_client.h"
 #include "probes/sentinel.h"
 #include "tests/support/hostile_resp.h"
+#include "tests/support/syn_drop.h"
 
 namespace sbd {
 namespace {
@@ -129,6 +130,19 @@ TEST_CASE("LoopRedisConnection: a server that never answers fails at the deadlin
   CHECK(failure.reason == ProbeFailureReason::kTimeout);
   CHECK(failure.message.find("no complete answer within the deadline of ") != std::string::npos);
   CHECK(outcome.took <= milliseconds(500) + kGrace);
+}
+
+TEST_CASE("LoopRedisConnection: an address whose SYNs are dropped fails at the deadline",
+          "[redis_loop][loop]") {
+  testing::SynDropListener dropped;
+  EventLoop loop;
+  const Outcome outcome =
+      AskOnLoop(loop, dropped.address(), std::nullopt, {{"INFO"}}, milliseconds(600));
+  const ProbeFailure failure = FailureOf(outcome);
+  INFO(failure.message << " after " << outcome.took.count() << " ms");
+  CHECK(failure.reason == ProbeFailureReason::kTimeout);
+  CHECK(outcome.took >= milliseconds(550));  // no SYN-ACK ever came: nothing refused it
+  CHECK(outcome.took <= milliseconds(600) + kGrace);
 }
 
 TEST_CASE("LoopRedisConnection: a server that closes mid-reply is a lost connection",

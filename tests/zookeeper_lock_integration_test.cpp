@@ -22,6 +22,7 @@
 #include "tests/support/alertmanager_sandbox.h"
 #include "tests/support/detector_process.h"
 #include "tests/support/process.h"
+#include "tests/support/syn_drop.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/zookeeper_sandbox.h"
 
@@ -169,6 +170,40 @@ TEST_CASE(
   REQUIRE(std::holds_alternative<sbd::DcsView>(read));
   CHECK(std::get<sbd::DcsView>(read).holder == "b");
   CHECK(std::stoll(std::get<sbd::DcsView>(read).holder_token) > first_token);
+}
+
+TEST_CASE(
+    "zookeeper_lock store: an ensemble whose SYNs are dropped fails each read at its deadline, "
+    "and a real server beside it still reads",
+    "[zookeeper][hostile]") {
+  TempDir dir{"sbd-zookeeper-syn"};
+  ZooKeeperServer zk{dir.path() + "/zk"};
+  ZooKeeperCandidate a{zk.host(), kPath, "cand-a", 30.0, dir.path()};
+  REQUIRE(WaitFor([&] { return !a.ClaimedToken().empty(); }, milliseconds(10000)));
+  sbd::testing::SynDropListener dropped;
+  sbd::ClusterSpec lost = Spec(zk);
+  lost.name = "lost";
+  lost.zookeeper_lock.hosts = {dropped.address()};
+  sbd::ZooKeeperLockStore unreachable(lost);
+  sbd::ZooKeeperLockStore healthy(Spec(zk));
+  for (int read = 0; read < 2; ++read) {
+    CAPTURE(read);
+    const auto started = Clock::now();
+    const auto failed = unreachable.Read(started + milliseconds(1000));
+    const auto took = Clock::now() - started;
+    REQUIRE(std::holds_alternative<sbd::ProbeFailure>(failed));
+    CAPTURE(std::get<sbd::ProbeFailure>(failed).message);
+    CHECK(took >= milliseconds(950));  // nothing answered, nothing refused
+    CHECK(took < milliseconds(1300));
+    std::variant<sbd::DcsView, sbd::ProbeFailure> beside;
+    REQUIRE(WaitFor(
+        [&] {
+          beside = ReadOnce(healthy);
+          return std::holds_alternative<sbd::DcsView>(beside);
+        },
+        milliseconds(10000)));
+    CHECK(std::get<sbd::DcsView>(beside).holder == "a");
+  }
 }
 
 TEST_CASE(
