@@ -109,4 +109,14 @@ std::string RedactedUrl(std::string_view url) {
   return out;
 }
 
+std::string ScrubSecret(std::string text, const std::optional<std::string>& secret) {
+  static const std::string kRedacted = "<redacted>";
+  if (!secret || secret->empty()) return text;
+  for (size_t at = text.find(*secret); at != std::string::npos;
+       at = text.find(*secret, at + kRedacted.size())) {
+    text.replace(at, secret->size(), kRedacted);
+  }
+  return text;
+}
+
 }  // namespace sbd

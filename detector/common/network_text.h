@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -37,5 +38,9 @@ std::string NetworkName(std::string_view raw);
 /// "https://u:p@etcd:2379/x?token=t#f" -> "https://etcd:2379/x". A bare "host:port" comes back
 /// unchanged (a "user@" before it is dropped). Pure; thread-safe.
 std::string RedactedUrl(std::string_view url);
+
+/// `text` with every occurrence of `secret` replaced by "<redacted>" (unchanged without one):
+/// for a failure that might quote back what was sent. Pure; thread-safe.
+std::string ScrubSecret(std::string text, const std::optional<std::string>& secret);
 
 }  // namespace sbd

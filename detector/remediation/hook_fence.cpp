@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "detector/common/network_text.h"
 #include "probes/event_loop.h"
 #include "probes/http_loop.h"
 
@@ -25,9 +26,6 @@ constexpr size_t kMaxTokenBytes = 4096;
 FenceOutcome Failed(std::string detail) {
   return FenceOutcome{"failed", std::move(detail), 0, false, ""};
 }
-
-/// The URL as shown: scheme, host, port and path; a query or fragment could carry a secret.
-std::string ShownUrl(const std::string& url) { return url.substr(0, url.find_first_of("?#")); }
 
 std::string Rfc3339(WallClock::time_point t) {
   const std::time_t seconds = WallClock::to_time_t(t);
@@ -51,17 +49,6 @@ std::string UndoOf(const std::string& body) {
   if (!answer.is_object() || !answer.contains("undo") || !answer["undo"].is_string()) return "";
   std::string undo = answer["undo"].get<std::string>();
   return undo.size() > kMaxUndoBytes || HasControl(undo) ? "" : undo;
-}
-
-/// `text` with the token replaced, in case a failure quoted a header back.
-std::string Scrub(std::string text, const std::optional<std::string>& secret) {
-  static const std::string kRedacted = "<redacted>";
-  if (!secret || secret->empty()) return text;
-  for (size_t at = text.find(*secret); at != std::string::npos;
-       at = text.find(*secret, at + kRedacted.size())) {
-    text.replace(at, secret->size(), kRedacted);
-  }
-  return text;
 }
 
 FenceOutcome Call(const HookFenceTarget& target) {
@@ -122,8 +109,8 @@ FenceOutcome FenceByHook(const HookFenceTarget& target) {
   } catch (...) {
     outcome = Failed("internal error");
   }
-  outcome.detail = Scrub(ShownUrl(target.url) + ": " + outcome.detail, target.token);
-  outcome.undo = Scrub(outcome.undo, target.token);
+  outcome.detail = ScrubSecret(RedactedUrl(target.url) + ": " + outcome.detail, target.token);
+  outcome.undo = ScrubSecret(outcome.undo, target.token);
   return outcome;
 }
 

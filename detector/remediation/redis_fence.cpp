@@ -31,6 +31,7 @@
 #include <variant>
 #include <vector>
 
+#include "detector/common/network_text.h"
 #include "probes/event_loop.h"
 #include "probes/redis_loop.h"
 
@@ -274,17 +275,6 @@ FenceOutcome Fence(const RedisFenceTarget& target) {
   return outcome;
 }
 
-/// `text` with every occurrence of `secret` replaced.
-std::string Scrub(std::string text, const std::optional<std::string>& secret) {
-  static const std::string kRedacted = "<redacted>";
-  if (!secret || secret->empty()) return text;
-  for (size_t at = text.find(*secret); at != std::string::npos;
-       at = text.find(*secret, at + kRedacted.size())) {
-    text.replace(at, secret->size(), kRedacted);
-  }
-  return text;
-}
-
 }  // namespace
 
 std::string RedisFenceUndo(const std::string& to_write, const std::string& max_lag) {
@@ -300,7 +290,7 @@ FenceOutcome FenceRedis(const RedisFenceTarget& target) {
   } catch (...) {
     outcome = Failed("internal error");
   }
-  outcome.detail = Scrub(target.address + ": " + outcome.detail, target.password);
+  outcome.detail = ScrubSecret(target.address + ": " + outcome.detail, target.password);
   return outcome;
 }
 
