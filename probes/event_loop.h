@@ -47,7 +47,9 @@ class EventLoop {
 };
 
 /// A one-shot timer on the loop thread that calls `fire` at a steady-clock instant; re-armed
-/// by Arm(), stopped by Stop() or destruction. Loop thread only.
+/// by Arm(), stopped by Stop() or destruction. Made on any thread (its libuv handle is made at
+/// the first Arm); Arm, Stop, and the destruction of one that was armed, on the loop thread
+/// only (a call elsewhere is counted as an internal error).
 class LoopTimer {
  public:
   explicit LoopTimer(EventLoop& loop);
@@ -61,6 +63,7 @@ class LoopTimer {
 
  private:
   struct Handle;
+  EventLoop& loop_;
   Handle* handle_;  // closed (and freed) by libuv after destruction
 };
 
