@@ -8,6 +8,7 @@
 #include "probes/exposition.h"
 #include "probes/http_json.h"
 #include "probes/json_fields.h"
+#include "probes/resource_witness.h"
 
 namespace sbd {
 namespace {
@@ -118,30 +119,6 @@ std::variant<DcsView, ProbeFailure> ParseElectionRange(const nlohmann::json& bod
   return view;
 }
 
-std::variant<std::int64_t, std::string> WitnessToken(const std::string& text,
-                                                     const ResourceWitnessSpec& witness) {
-  auto parsed = ParseExposition(text, witness.metric);
-  if (auto* error = std::get_if<std::string>(&parsed)) return *error;
-  const auto& samples = std::get<std::vector<ExpositionSample>>(parsed);
-  std::vector<const ExpositionSample*> of_lock, unlabelled;
-  for (const ExpositionSample& sample : samples) {
-    const std::string* lock = sample.Label(witness.lock_label);
-    if (lock == nullptr) unlabelled.push_back(&sample);
-    if (lock != nullptr && *lock == witness.lock) of_lock.push_back(&sample);
-  }
-  const auto& chosen = of_lock.empty() ? unlabelled : of_lock;
-  if (chosen.empty())
-    return "no " + witness.metric + " sample for lock " + LogfmtEscape(witness.lock);
-  if (chosen.size() > 1) return "several " + witness.metric + " samples for one lock";
-  const double value = chosen.front()->value;
-  // Tokens are whole numbers; a double holds them exactly up to 2^53.
-  if (!(value >= 0 && value <= 9007199254740992.0) ||
-      value != static_cast<double>(static_cast<std::int64_t>(value))) {
-    return witness.metric + " is not a whole number from 0 to 2^53";
-  }
-  return static_cast<std::int64_t>(value);
-}
-
 namespace {
 
 // The range over the election's keys, sorted by etcd, so that a capped read still holds the
@@ -156,26 +133,6 @@ nlohmann::json ElectionRange(const std::string& prefix) {
           {"limit", kMaxElectionKeys}};
 }
 
-// The witness's answer applied to `view`: its token, else the reason in `rejected`.
-void ApplyWitness(HttpResult result, const ResourceWitnessSpec& witness, DcsView& view) {
-  std::variant<std::string, ProbeFailure> text = ProbeFailure{ProbeFailureReason::kInternal, ""};
-  if (auto* failure = std::get_if<ProbeFailure>(&result)) {
-    text = std::move(*failure);
-  } else {
-    text = ClaimText(std::move(std::get<HttpAnswer>(result)));
-  }
-  if (auto* failure = std::get_if<ProbeFailure>(&text)) {
-    view.rejected.push_back("resource witness: " + failure->message);
-    return;
-  }
-  auto token = WitnessToken(std::get<std::string>(text), witness);
-  if (auto* error = std::get_if<std::string>(&token)) {
-    view.rejected.push_back("resource witness: " + *error);
-  } else {
-    view.resource_token = std::get<std::int64_t>(token);
-  }
-}
-
 }  // namespace
 
 /// The range and the holder's lease on an endpoint (EtcdGatewayReader), then the witness.
@@ -183,10 +140,6 @@ void ApplyWitness(HttpResult result, const ResourceWitnessSpec& witness, DcsView
 struct EtcdElectionStore::Session {
   Session(EventLoop& loop, const ClusterSpec& spec)
       : witness_spec(spec.etcd_election.resource_witness) {
-    if (witness_spec) {
-      witness_target.member = "resource witness";
-      witness_target.url = witness_spec->url;
-    }
     const std::string prefix = ElectionKeyPrefix(spec.etcd_election.prefix);
     auto read = [prefix, members = spec.members](LoopHttpClient& client,
                                                  const std::string& endpoint,
@@ -201,7 +154,6 @@ struct EtcdElectionStore::Session {
   }
 
   std::optional<ResourceWitnessSpec> witness_spec;
-  ClaimTarget witness_target;
   std::shared_ptr<EtcdGatewayReader> reader;
 };
 
@@ -220,12 +172,8 @@ void EtcdElectionStore::Start(SteadyClock::time_point deadline, Done done) {
     auto session = weak.lock();
     auto* view = std::get_if<DcsView>(&read);
     if (!session || view == nullptr) return done(std::move(read));
-    session->reader->client().Start(
-        ClaimRequest(session->witness_target), deadline,
-        [session, view = std::move(*view), done](HttpResult result) mutable {
-          ApplyWitness(std::move(result), *session->witness_spec, view);
-          done(std::move(view));
-        });
+    ReadResourceWitness(session->reader->client(), *session->witness_spec, deadline,
+                        std::move(*view), [session, done](DcsView view) { done(std::move(view)); });
   });
 }
 

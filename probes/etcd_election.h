@@ -36,13 +36,6 @@ std::variant<DcsView, ProbeFailure> ParseElectionRange(const nlohmann::json& bod
                                                        const std::string& key_prefix,
                                                        const std::vector<MemberSpec>& members);
 
-/// The token a resource witness reports in `text` (Prometheus exposition): the value of the
-/// sample of `witness.metric` whose `lock_label` is `witness.lock`, else of its only sample
-/// without that label. An error in words when there is none, several, or a value that is not
-/// a whole number from 0 to 2^53. Pure; thread-safe.
-std::variant<std::int64_t, std::string> WitnessToken(const std::string& text,
-                                                     const ResourceWitnessSpec& witness);
-
 /// The lock store of an etcd_election cluster: one range over the prefix sorted by create
 /// revision, then the holder's lease (POST /v3/lease/timetolive). Endpoints are tried in turn,
 /// starting with the last one that answered, each with its share of the deadline. Read only.

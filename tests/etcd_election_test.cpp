@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "detector/common/base64.h"
+#include "probes/resource_witness.h"
 
 namespace {
 

@@ -6,29 +6,6 @@ namespace sbd {
 using namespace cfg;
 using namespace kind_parsing;
 
-namespace {
-
-// The resource's own report of the highest token it accepted: a metric, as the claims are,
-// under the same rules (metric and label names, a non-empty lock).
-void ParseResourceWitness(ConfigReader& r, const Entry& entry, const std::string& path,
-                          EtcdElectionSpec& spec) {
-  EtcdElectionSpec names;
-  ResourceWitnessSpec witness;
-  names.claim_metric = witness.metric;
-  names.lock = spec.lock;
-  const std::optional<Fields> fields = ParseClaimQuery(r, entry, path, names, true);
-  if (!fields) return;
-  if (const Entry* url = r.Required(*fields, entry.value, path, "url")) {
-    witness.url = r.HttpUrl(*url, Join(path, "url"), false).value_or("");
-  }
-  witness.metric = names.claim_metric;
-  witness.lock_label = names.lock_label;
-  witness.lock = names.lock;
-  spec.resource_witness = std::move(witness);
-}
-
-}  // namespace
-
 // etcd elections and locks: the gateway, the prefix, the claim query.
 void ParseEtcdElection(ConfigReader& r, ClusterContext& context, ClusterSpec& cluster) {
   const std::string block = Join(context.path, "etcd_election");
@@ -59,7 +36,8 @@ void ParseEtcdElection(ConfigReader& r, ClusterContext& context, ClusterSpec& cl
     ParseClaimQuery(r, *claim, Join(block, "claim"), spec);
   }
   if (const Entry* witness = r.Optional(*election, "resource_witness")) {
-    ParseResourceWitness(r, *witness, Join(block, "resource_witness"), spec);
+    spec.resource_witness =
+        ParseResourceWitness(r, *witness, Join(block, "resource_witness"), spec.lock);
   }
 }
 

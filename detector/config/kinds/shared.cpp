@@ -37,6 +37,31 @@ std::vector<std::string> EtcdEndpoints(ConfigReader& r, const Entry& endpoints,
   return urls;
 }
 
+std::optional<ResourceWitnessSpec> ParseResourceWitness(ConfigReader& r, const Entry& entry,
+                                                        const std::string& path,
+                                                        const std::string& lock) {
+  // The witness's query has the claim's fields, but no token label.
+  struct Names {
+    std::string claim_metric = ResourceWitnessSpec{}.metric;
+    std::string lock_label = ResourceWitnessSpec{}.lock_label;
+    std::string token_label;
+    std::string lock;
+  } names;
+  names.lock = lock;
+  const size_t errors = r.errors().size();
+  const std::optional<Fields> fields = ParseClaimQuery(r, entry, path, names, true);
+  if (!fields) return std::nullopt;
+  ResourceWitnessSpec witness;
+  if (const Entry* url = r.Required(*fields, entry.value, path, "url")) {
+    witness.url = r.HttpUrl(*url, Join(path, "url"), false).value_or("");
+  }
+  if (r.errors().size() != errors) return std::nullopt;
+  witness.metric = names.claim_metric;
+  witness.lock_label = names.lock_label;
+  witness.lock = names.lock;
+  return witness;
+}
+
 }  // namespace kind_parsing
 
 using namespace cfg;

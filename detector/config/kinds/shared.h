@@ -11,6 +11,7 @@
 
 namespace sbd {
 struct ZooKeeperLockSpec;
+struct ResourceWitnessSpec;
 namespace kind_parsing {
 
 using Entry = ConfigReader::Entry;
@@ -72,6 +73,13 @@ std::optional<Fields> ParseClaimQuery(ConfigReader& r, const Entry& entry, const
   }
   return claim;
 }
+
+/// A lock's `resource_witness:` (etcd_election, zookeeper_lock): its url and the query of the
+/// highest token the resource accepted, under the claim's rules; `lock` defaults to the claims'.
+/// nullopt after an error (reported).
+std::optional<ResourceWitnessSpec> ParseResourceWitness(ConfigReader& r, const Entry& entry,
+                                                        const std::string& path,
+                                                        const std::string& lock);
 
 }  // namespace kind_parsing
 }  // namespace sbd
