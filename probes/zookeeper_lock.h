@@ -68,11 +68,14 @@ void FillHolder(const LockChild& child, const LockHolderNode& node, int max_data
 std::string ZooKeeperLockRecord(const ZooKeeperLockSpec& spec);
 
 class ZooKeeperLockReader;
+struct ZooKeeperWitness;
 
 /// The lock store of a zookeeper_lock cluster. Its core is asynchronous (ZooKeeperLockReader,
 /// on the event loop: one session per cluster, no thread of its own); Read() posts a read to
 /// the loop and waits for it, bounded by the deadline. Never throws. Thread-safe for one
-/// Read() at a time (the scheduler's contract).
+/// Read() at a time (the scheduler's contract). With a resource witness, its token is read
+/// after the lock path, by the same deadline (`resource_token`; a failure is said in
+/// `rejected`), on the loop too.
 class ZooKeeperLockStore : public AsyncLockStore {
  public:
   ZooKeeperLockStore(const ClusterSpec& spec, EventLoop& loop = EventLoop::Shared());
@@ -91,6 +94,7 @@ class ZooKeeperLockStore : public AsyncLockStore {
  private:
   EventLoop& loop_;
   std::shared_ptr<ZooKeeperLockReader> reader_;
+  std::shared_ptr<ZooKeeperWitness> witness_;  ///< null without a resource witness
 };
 
 }  // namespace sbd

@@ -3,6 +3,8 @@
 // creation while it is missing).
 #include <memory>
 
+#include "probes/http_loop.h"
+#include "probes/resource_witness.h"
 #include "probes/zookeeper_lock.h"
 #include "probes/zookeeper_session.h"
 
@@ -26,8 +28,9 @@ class ZooKeeperLockReader : public ZooKeeperSession {
   }
   void ArmWatch() override;
   void ListChildren();
-  static void ChildrenDone(int rc, const String_vector* children, const Stat*, const void* data);
-  void OnChildren(int rc, const String_vector* children);
+  static void ChildrenDone(int rc, const String_vector* children, const Stat* stat,
+                           const void* data);
+  void OnChildren(int rc, const String_vector* children, const Stat* stat);
   static void HolderDone(int rc, const char* value, int length, const Stat* stat, const void* data);
   void OnHolder(int rc, const char* value, int length, const Stat* stat);
   static void WatchArmed(int rc, const String_vector*, const Stat*, const void* data);
@@ -100,6 +103,14 @@ void ZooKeeperLockReader::ExistsArmed(int rc, const Stat*, const void* data) {
 void ZooKeeperLockReader::ListChildren() {
   view_ = DcsView{};
   view_.endpoint = ZooKeeperHostList(spec_.hosts);
+  if (new_session_) {
+    // A new session may land on a follower behind the one read before: a sync first (the
+    // server answers this session's requests in order), so that the lock path's pzxid, the
+    // store's revision, never seems to go back. A live session's reconnects cannot go back.
+    new_session_ = false;
+    zoo_async(
+        zh_, "/", [](int, const char*, const void*) {}, nullptr);
+  }
   const void* request = NewRequest();
   const int rc = zoo_aget_children2(zh_, spec_.path.c_str(), 0, ChildrenDone, request);
   if (rc != ZOK) {
@@ -108,17 +119,20 @@ void ZooKeeperLockReader::ListChildren() {
   }
 }
 
-void ZooKeeperLockReader::ChildrenDone(int rc, const String_vector* children, const Stat*,
+void ZooKeeperLockReader::ChildrenDone(int rc, const String_vector* children, const Stat* stat,
                                        const void* data) {
   std::shared_ptr<ZooKeeperLockReader> hold;
-  if (ZooKeeperLockReader* reader = Owner(data, hold)) reader->OnChildren(rc, children);
+  if (ZooKeeperLockReader* reader = Owner(data, hold)) reader->OnChildren(rc, children, stat);
 }
 
-void ZooKeeperLockReader::OnChildren(int rc, const String_vector* children) {
+void ZooKeeperLockReader::OnChildren(int rc, const String_vector* children, const Stat* stat) {
   if (rc == ZNONODE) return Finish(std::move(view_));  // no lock path: nobody holds
   if (rc != ZOK) {
     return Fail(ZooKeeperReason(rc), std::string("listing the lock path: ") + zerror(rc));
   }
+  // The zxid of the children's last change: every candidate's czxid is at most that, so a
+  // resource witness's token above it was never issued (see the fencing verdict).
+  if (stat != nullptr) view_.store_revision = stat->pzxid;
   const int count = children == nullptr ? 0 : children->count;
   if (count > spec_.max_children) {
     return Fail(ProbeFailureReason::kProtocol,
@@ -164,16 +178,39 @@ void ZooKeeperLockReader::OnHolder(int rc, const char* value, int length, const 
   Finish(std::move(view_));
 }
 
+/// The resource witness's own HTTP client, on the same loop. Loop thread only once made.
+struct ZooKeeperWitness {
+  ZooKeeperWitness(EventLoop& loop, ResourceWitnessSpec spec)
+      : client(loop), spec(std::move(spec)) {}
+  LoopHttpClient client;
+  const ResourceWitnessSpec spec;
+};
+
 ZooKeeperLockStore::ZooKeeperLockStore(const ClusterSpec& spec, EventLoop& loop)
     : loop_(loop),
-      reader_(std::make_shared<ZooKeeperLockReader>(loop, spec.zookeeper_lock, spec.members)) {}
+      reader_(std::make_shared<ZooKeeperLockReader>(loop, spec.zookeeper_lock, spec.members)) {
+  if (spec.zookeeper_lock.resource_witness) {
+    witness_ = std::make_shared<ZooKeeperWitness>(loop, *spec.zookeeper_lock.resource_witness);
+  }
+}
 
 ZooKeeperLockStore::~ZooKeeperLockStore() {
-  loop_.Post([reader = std::move(reader_)] { reader->Close(); });
+  // Both own loop handles: closed and freed there (dropping what is in flight).
+  loop_.Post([reader = std::move(reader_), witness = std::move(witness_)] { reader->Close(); });
 }
 
 void ZooKeeperLockStore::Start(SteadyClock::time_point deadline, Done done) {
-  reader_->StartRead(deadline, std::move(done));
+  if (!witness_) return reader_->StartRead(deadline, std::move(done));
+  std::weak_ptr<ZooKeeperWitness> weak = witness_;
+  reader_->StartRead(deadline, [weak, deadline, done = std::move(done)](auto read) {
+    auto witness = weak.lock();
+    auto* view = std::get_if<DcsView>(&read);
+    if (!witness || view == nullptr) return done(std::move(read));
+    // The answer holds no reference to the witness: a store dropped meanwhile frees its client
+    // on the loop, dropping the request.
+    ReadResourceWitness(witness->client, witness->spec, deadline, std::move(*view),
+                        [done](DcsView view) { done(std::move(view)); });
+  });
 }
 
 std::unique_ptr<LockWatch> ZooKeeperLockStore::Watch(LockWatch::Changed on_change) {

@@ -95,6 +95,7 @@ std::optional<ProbeFailure> ZooKeeperSession::EnsureHandle() {
   }
   connected_ = false;
   watch_armed_ = false;
+  new_session_ = true;
   session_problem_ = "connecting";
   if (!secret.empty()) {
     zoo_add_auth(zh_, "digest", secret.data(), static_cast<int>(secret.size()), nullptr, nullptr);

@@ -108,6 +108,7 @@ class ZooKeeperSession : public std::enable_shared_from_this<ZooKeeperSession> {
   bool connected_ = false;
   std::shared_ptr<ZooKeeperWatchState> watch_state_;
   bool watch_armed_ = false;  // the store's watches are set on this session
+  bool new_session_ = true;   // no read sent on this handle yet
 
  private:
   struct PendingRead {

@@ -162,14 +162,20 @@ TEST_CASE(
   CHECK(view.lease_id.rfind("0x", 0) == 0);
   CHECK(view.waiting[0].find("__lock__") != std::string::npos);
   CHECK(view.rejected.empty());
-  // The holder leaves: the waiter's child holds, with a higher czxid.
+  // The store's revision (the lock path's pzxid): b's child came after a's, so it is b's czxid.
+  CHECK(view.store_revision > view.mod_revision);
+  // The holder leaves: the waiter's child holds, with a higher czxid, and the revision moves on.
   const std::int64_t first_token = view.mod_revision;
+  const std::int64_t first_revision = view.store_revision;
   a.Resign();
   REQUIRE(WaitFor([&] { return !b.ClaimedToken().empty(); }, milliseconds(10000)));
   read = ReadOnce(store);
   REQUIRE(std::holds_alternative<sbd::DcsView>(read));
-  CHECK(std::get<sbd::DcsView>(read).holder == "b");
-  CHECK(std::stoll(std::get<sbd::DcsView>(read).holder_token) > first_token);
+  const sbd::DcsView& after = std::get<sbd::DcsView>(read);
+  CHECK(after.holder == "b");
+  CHECK(std::stoll(after.holder_token) > first_token);
+  CHECK(after.store_revision > first_revision);
+  CHECK(after.store_revision >= std::stoll(after.holder_token));
 }
 
 TEST_CASE(

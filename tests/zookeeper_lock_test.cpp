@@ -162,6 +162,48 @@ TEST_CASE("config: a zookeeper_lock cluster reads its ensemble, path, limits, di
   CHECK(c.zookeeper_lock.password_env == std::optional<std::string>("ZK_PASSWORD"));
   CHECK(c.zookeeper_lock.lock == "orders");
   CHECK(c.zookeeper_lock.token_label == "token");
+  CHECK_FALSE(c.zookeeper_lock.resource_witness.has_value());
+}
+
+TEST_CASE(
+    "config: a zookeeper_lock cluster reads its resource witness, the claims' lock by default",
+    "[config][zookeeper][fencing]") {
+  const auto result = Parse(
+      "    zookeeper_lock:\n      hosts: [127.0.0.1:2181]\n      path: /locks/orders\n"
+      "      claim:\n        lock: orders-db\n      resource_witness:\n"
+      "        url: http://127.0.0.1:9200/metrics\n        lock_label: lock\n");
+  INFO(ConfigErrorLines(result).size());
+  REQUIRE(std::holds_alternative<sbd::ValidatedConfig>(result));
+  const sbd::ClusterSpec& c = std::get<sbd::ValidatedConfig>(result).clusters().at(0);
+  REQUIRE(c.zookeeper_lock.resource_witness.has_value());
+  CHECK(c.zookeeper_lock.resource_witness->url == "http://127.0.0.1:9200/metrics");
+  CHECK(c.zookeeper_lock.resource_witness->metric == "fencing_token_highest_accepted");
+  CHECK(c.zookeeper_lock.resource_witness->lock_label == "lock");
+  CHECK(c.zookeeper_lock.resource_witness->lock == "orders-db");
+  CHECK(ConfigErrorLines(Parse(
+            "    zookeeper_lock:\n      hosts: [127.0.0.1:2181]\n      path: /locks/orders\n"
+            "      resource_witness:\n        metric: 'no good'\n        token_label: t\n")) ==
+        std::vector<std::string>{
+            "zk.yml:8:9: clusters[0].zookeeper_lock.resource_witness.url: required",
+            "zk.yml:8:17: clusters[0].zookeeper_lock.resource_witness.metric: expected a metric "
+            "name ([a-zA-Z_:][a-zA-Z0-9_:]*)",
+            "zk.yml:9:9: clusters[0].zookeeper_lock.resource_witness.token_label: unknown key"});
+}
+
+TEST_CASE("config: TLS to ZooKeeper is refused with the reason, in both ZooKeeper blocks",
+          "[config][zookeeper]") {
+  const std::string why =
+      ".tls: not supported: Debian 12's ZooKeeper C client is built without TLS; reach the "
+      "ensemble over a trusted network or a local TLS tunnel";
+  CHECK(ConfigErrorLines(Parse("    zookeeper_lock:\n      hosts: [127.0.0.1:2181]\n"
+                               "      path: /locks/orders\n      tls: {ca_file: /etc/ca.pem}\n")) ==
+        std::vector<std::string>{"zk.yml:7:12: clusters[0].zookeeper_lock" + why});
+  const auto patroni = sbd::ParseConfig(
+      "clusters:\n  - name: main\n    kind: patroni\n    scope: main\n    zookeeper:\n"
+      "      hosts: [127.0.0.1:2181]\n      tls: true\n    discover: true\n",
+      "zk.yml");
+  CHECK(ConfigErrorLines(patroni) ==
+        std::vector<std::string>{"zk.yml:7:12: clusters[0].zookeeper" + why});
 }
 
 TEST_CASE("config: a zookeeper_lock block reports each mistake at its key", "[config][zookeeper]") {

@@ -151,6 +151,8 @@ struct ZooKeeperLockSpec {
   std::string lock_label = "name";
   std::string lock;  ///< default: the cluster's name
   std::string token_label;
+  /// The protected resource's witness, as for etcd_election (zookeeper_lock only).
+  std::optional<ResourceWitnessSpec> resource_witness;
 };
 
 /// A PostgreSQL formation run by pg_auto_failover 2.0 (the cluster's `pg_auto_failover:`

@@ -5,7 +5,9 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace sbd::testing {
 
@@ -17,6 +19,9 @@ namespace sbd::testing {
 class ZooKeeperServer {
  public:
   explicit ZooKeeperServer(const std::string& dir);
+  /// One server of an ensemble: `myid` and the `server.N` lines of zoo.cfg (QuorumPeerMain);
+  /// the constructor waits only for its client port (a quorum serves once most are up).
+  ZooKeeperServer(const std::string& dir, int client_port, int myid, const std::string& servers);
   ~ZooKeeperServer();
   ZooKeeperServer(const ZooKeeperServer&) = delete;
   ZooKeeperServer& operator=(const ZooKeeperServer&) = delete;
@@ -29,18 +34,40 @@ class ZooKeeperServer {
   std::string LogTail() const;
 
  private:
+  void Configure(const std::string& extra);
+
   std::string dir_;
   std::string log_file_;
+  std::string main_class_ = "org.apache.zookeeper.server.ZooKeeperServerMain";
   int port_ = 0;
   pid_t pid_ = -1;
 };
 
-/// A kazoo Lock candidate on `path` of `hosts`, with `identifier` as its node's data.
+/// A three-server ZooKeeper ensemble on loopback (free client, quorum and election ports),
+/// each server configured as ZooKeeperServer's. The constructor returns once the ensemble
+/// serves (a kazoo client connects and reads "/"); throws otherwise.
+class ZooKeeperEnsemble {
+ public:
+  explicit ZooKeeperEnsemble(const std::string& dir);
+  /// "127.0.0.1:A,127.0.0.1:B,127.0.0.1:C", the form the clients take.
+  std::string hosts() const;
+  std::vector<std::string> host_list() const;
+  ZooKeeperServer& server(size_t i) { return *servers_.at(i); }
+  size_t size() const { return servers_.size(); }
+  /// True once a client connected to the ensemble can read "/" within `timeout_s`.
+  bool Serving(double timeout_s) const;
+
+ private:
+  std::vector<std::unique_ptr<ZooKeeperServer>> servers_;
+};
+
+/// A kazoo Lock candidate on `path` of `hosts`, with `identifier` as its node's data; with a
+/// `storage_port`, it writes to that TokenStorage with its token while it believes it holds.
 class ZooKeeperCandidate {
  public:
   ZooKeeperCandidate(const std::string& hosts, const std::string& path,
                      const std::string& identifier, double session_timeout_s,
-                     const std::string& log_dir);
+                     const std::string& log_dir, int storage_port = 0);
   ~ZooKeeperCandidate();
   ZooKeeperCandidate(const ZooKeeperCandidate&) = delete;
   ZooKeeperCandidate& operator=(const ZooKeeperCandidate&) = delete;

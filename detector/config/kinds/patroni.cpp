@@ -32,7 +32,7 @@ void ParseEtcd(ConfigReader& r, const Entry& entry, const std::string& path, Clu
 void ParseZooKeeper(ConfigReader& r, const Entry& entry, const std::string& path,
                     ClusterSpec& cluster) {
   const std::optional<Fields> fields = r.ReadMapping(
-      entry, path, {"hosts", "session_timeout", "max_children", "max_data_bytes", "digest"});
+      entry, path, {"hosts", "session_timeout", "max_children", "max_data_bytes", "digest", "tls"});
   if (!fields) return;
   ZooKeeperLockSpec spec;
   spec.max_children = 64;

@@ -31,7 +31,8 @@ std::vector<std::string> EtcdEndpoints(ConfigReader& r, const Entry& endpoints,
 
 /// The keys every ZooKeeper block has (zookeeper_lock's, Patroni's `zookeeper:`), read from the
 /// block's `fields` into `spec`: hosts (required), session_timeout, max_children,
-/// max_data_bytes and digest. Keys not given keep `spec`'s values.
+/// max_data_bytes and digest; `tls` is refused with the reason. Keys not given keep `spec`'s
+/// values.
 void ParseZooKeeperEnsemble(ConfigReader& r, const Entry& block, const Fields& fields,
                             const std::string& path, ZooKeeperLockSpec& spec);
 

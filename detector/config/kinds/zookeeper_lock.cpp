@@ -88,6 +88,12 @@ void ParseZooKeeperEnsemble(ConfigReader& r, const Entry& block, const Fields& f
   if (const Entry* digest = r.Optional(fields, "digest")) {
     ParseDigest(r, *digest, Join(path, "digest"), spec);
   }
+  // Refused in words rather than as an unknown key: the setting exists, the client cannot.
+  if (const Entry* tls = r.Optional(fields, "tls")) {
+    r.AddError(tls->Mark(), Join(path, "tls"),
+               "not supported: Debian 12's ZooKeeper C client is built without TLS; reach the "
+               "ensemble over a trusted network or a local TLS tunnel");
+  }
 }
 
 }  // namespace kind_parsing
@@ -100,9 +106,10 @@ void ParseZooKeeperLock(ConfigReader& r, ClusterContext& context, ClusterSpec& c
     if (context.kind) r.AddError(context.node.Mark(), block, "required");
     return;
   }
-  const std::optional<Fields> lock = r.ReadMapping(
-      *entry, block,
-      {"hosts", "path", "session_timeout", "max_children", "max_data_bytes", "digest", "claim"});
+  const std::optional<Fields> lock =
+      r.ReadMapping(*entry, block,
+                    {"hosts", "path", "session_timeout", "max_children", "max_data_bytes", "digest",
+                     "tls", "claim", "resource_witness"});
   if (!lock) return;
   ZooKeeperLockSpec& spec = cluster.zookeeper_lock;
   spec.lock = cluster.name;
@@ -118,6 +125,10 @@ void ParseZooKeeperLock(ConfigReader& r, ClusterContext& context, ClusterSpec& c
   }
   if (const Entry* claim = r.Optional(*lock, "claim")) {
     ParseClaimQuery(r, *claim, Join(block, "claim"), spec);
+  }
+  if (const Entry* witness = r.Optional(*lock, "resource_witness")) {
+    spec.resource_witness =
+        ParseResourceWitness(r, *witness, Join(block, "resource_witness"), spec.lock);
   }
 }
 
