@@ -1,5 +1,6 @@
-// End to end on a real Patroni 3.0 cluster whose DCS is ZooKeeper 3.8 (issue 27: Patroni's
-// zookeeper: DCS, through kazoo), with PostgreSQL 15 and Alertmanager 0.25: the detector binary
+// End to end on a real Patroni 3.0 cluster whose DCS is a three-server ZooKeeper 3.8 ensemble
+// (issue 27: Patroni's zookeeper: DCS, through kazoo; every server given to Patroni and to the
+// detector), with PostgreSQL 15 and Alertmanager 0.25: the detector binary
 // reads the scope with `zookeeper:` instead of `etcd:`, a webhook receiver inside the test
 // timestamps what Alertmanager delivers, and an independent poller (libpqxx) records when a
 // second member becomes writable.
@@ -24,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 Environment& Env() {
   // Two members: the leader and the replica that takes over. Torn down at exit.
   static std::unique_ptr<Environment> env;
-  if (!env) env = std::make_unique<Environment>(SBD_BINARY, PatroniDcs::kZooKeeper, 2);
+  if (!env) env = std::make_unique<Environment>(SBD_BINARY, PatroniDcs::kZooKeeperEnsemble, 2);
   return *env;
 }
 
@@ -39,8 +40,9 @@ TEST_CASE("patroni on zookeeper: a healthy two-member cluster reads healthy with
   CHECK(status["verdict"] == "healthy");
   CHECK(status["lock"]["readable"] == true);
   CHECK(status["lock"]["holder"] == env.cluster->Leader());
-  CHECK(status["lock"]["endpoint"].get<std::string>().find(env.zookeeper->host()) !=
-        std::string::npos);
+  for (const std::string& host : env.ensemble->host_list()) {
+    CHECK(status["lock"]["endpoint"].get<std::string>().find(host) != std::string::npos);
+  }
   CHECK(status["lock"]["mod_revision"].get<std::int64_t>() > 0);  // the leader znode's czxid
   CHECK(status["ttl_seconds"] == kSandboxTtlSeconds);  // read from Patroni's config znode
   CHECK(status["lock"]["initialize"] == status["lineage"]);
@@ -157,11 +159,14 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "patroni on zookeeper: with ZooKeeper stopped the lock store is unreadable, never healthy",
+    "patroni on zookeeper: with the ensemble's quorum lost the lock store is unreadable, never "
+    "healthy",
     "[patroni][zookeeper]") {
   Environment& env = Env();
   const auto start = env.Settle();
-  env.zookeeper->Stop();
+  // Two of three servers down: the last one refuses its clients.
+  env.ensemble->server(0).Stop();
+  env.ensemble->server(1).Stop();
   REQUIRE(WaitFor(
       [&] { return HasLine(env.Metrics(), "splitbrain_lock_store_up{cluster=\"demo\"} 0"); },
       seconds(15)));
@@ -185,9 +190,59 @@ TEST_CASE(
   }
   CHECK(env.Notifications("SplitBrain", "firing", start).empty());
 
-  env.zookeeper->Start();
+  env.ensemble->server(0).Start();
+  env.ensemble->server(1).Start();
   CHECK(WaitFor(
       [&] { return HasLine(env.Metrics(), "splitbrain_lock_store_up{cluster=\"demo\"} 1"); },
+      seconds(30)));
+}
+
+TEST_CASE(
+    "patroni on zookeeper: with discover and no member listed, both members are found under "
+    "members/ and read, the leader named",
+    "[patroni][zookeeper][discovery]") {
+  Environment& env = Env();
+  env.Settle();
+  ReplaceFile(env.root.path(), "detector.yml",
+              env.Header() + "    discover: true\n    discovery:\n      dsn: \"user=" +
+                  PatroniCluster::kMonitorUser +
+                  " dbname=postgres\"\n      password_file: " + env.cluster->PasswordFile() + "\n");
+  REQUIRE(env.detector->Reload(seconds(20)));
+  nlohmann::json status;
+  const bool found = WaitFor(
+      [&] {
+        status = env.Status();
+        if (status.value("verdict", "") != "healthy" || status["members"].size() != 2) return false;
+        for (const auto& m : status["members"]) {
+          if (!m.value("discovered", false) || m.value("state", "") == "unreadable") return false;
+        }
+        return status["lock"].value("holder", "") == env.cluster->Leader();
+      },
+      seconds(30));
+  INFO(status.dump(2));
+  INFO(env.detector->Log());
+  CHECK(found);
+  for (const auto& member : env.cluster->members()) {
+    bool seen = false;
+    for (const auto& m : status["members"]) {
+      if (m["name"] == member.name) {
+        seen = true;
+        CHECK(m["state"] == (member.name == env.cluster->Leader() ? "writable" : "replica"));
+      }
+    }
+    CHECK(seen);
+  }
+  CHECK(status["discovery"]["not_probed"].empty());
+  // No discovery password in the status or the metrics.
+  CHECK(status.dump().find(PatroniCluster::kMonitorPassword) == std::string::npos);
+  CHECK(env.Metrics().find(PatroniCluster::kMonitorPassword) == std::string::npos);
+  env.WriteConfig({});
+  REQUIRE(env.detector->Reload(seconds(20)));
+  REQUIRE(WaitFor(
+      [&] {
+        const nlohmann::json now = env.Status();
+        return now["members"].size() == 2 && !now["members"][0].value("discovered", false);
+      },
       seconds(30)));
 }
 

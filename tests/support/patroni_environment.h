@@ -89,13 +89,14 @@ inline std::string MemberYaml(const PatroniMember& m, const std::string& passwor
 }
 
 /// The DCS the sandbox's Patroni runs on.
-enum class PatroniDcs { kEtcd, kZooKeeper };
+enum class PatroniDcs { kEtcd, kZooKeeper, kZooKeeperEnsemble };
 
 /// Everything the scenarios share; built by the first scenario, torn down at exit.
 struct Environment {
   ScopedTempDir root{"sbd-patroni-it-"};
-  std::unique_ptr<EtcdServer> etcd;            ///< set on etcd
-  std::unique_ptr<ZooKeeperServer> zookeeper;  ///< set on ZooKeeper
+  std::unique_ptr<EtcdServer> etcd;             ///< set on etcd
+  std::unique_ptr<ZooKeeperServer> zookeeper;   ///< set on ZooKeeper
+  std::unique_ptr<ZooKeeperEnsemble> ensemble;  ///< set on a ZooKeeper ensemble
   std::unique_ptr<PatroniCluster> cluster;
   std::unique_ptr<WebhookReceiver> webhook;
   std::unique_ptr<AlertmanagerServer> alertmanager;
@@ -115,9 +116,13 @@ struct Environment {
       etcd = std::make_unique<EtcdServer>(root.path() + "/etcd");
       cluster = std::make_unique<PatroniCluster>(root.path() + "/demo", "demo", *etcd, members,
                                                  kSandboxTtlSeconds, 1, 3);
-    } else {
+    } else if (dcs == PatroniDcs::kZooKeeper) {
       zookeeper = std::make_unique<ZooKeeperServer>(root.path() + "/zookeeper");
       cluster = std::make_unique<PatroniCluster>(root.path() + "/demo", "demo", *zookeeper, members,
+                                                 kSandboxTtlSeconds, 1, 3);
+    } else {
+      ensemble = std::make_unique<ZooKeeperEnsemble>(root.path() + "/zookeeper");
+      cluster = std::make_unique<PatroniCluster>(root.path() + "/demo", "demo", *ensemble, members,
                                                  kSandboxTtlSeconds, 1, 3);
     }
     cluster->WaitHealthy();
@@ -179,8 +184,18 @@ struct Environment {
            "\n  resend_interval: 5s\nsuppressions:\n  dropin_dir: " + dropins +
            "\nclusters:\n  - name: demo\n    kind: patroni\n    scope: demo\n" +
            (etcd ? "    etcd:\n      endpoints: [" + etcd->endpoint() + "]\n"
-                 : "    zookeeper:\n      hosts: ['" + zookeeper->host() + "']\n") +
+                 : "    zookeeper:\n      hosts: [" + ZooKeeperHostsYaml() + "]\n") +
            "    probe_interval: 1s\n    probe_timeout: 800ms\n" + cluster_extra;
+  }
+
+  /// The detector's zookeeper.hosts items: "'127.0.0.1:A', '127.0.0.1:B'".
+  std::string ZooKeeperHostsYaml() const {
+    if (zookeeper) return "'" + zookeeper->host() + "'";
+    std::string hosts;
+    for (const std::string& host : ensemble->host_list()) {
+      hosts += (hosts.empty() ? "'" : ", '") + host + "'";
+    }
+    return hosts;
   }
 
   nlohmann::json Status() const {

@@ -265,23 +265,37 @@ std::string PatroniMember::SuperuserDsn() const {
 PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& scope,
                                const EtcdServer& etcd, int members, int ttl_seconds,
                                int loop_wait_seconds, int retry_timeout_seconds)
-    : PatroniCluster(root_dir, scope, &etcd, nullptr, members, ttl_seconds, loop_wait_seconds,
+    : PatroniCluster(root_dir, scope, &etcd, {}, members, ttl_seconds, loop_wait_seconds,
                      retry_timeout_seconds) {}
 
 PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& scope,
                                const ZooKeeperServer& zookeeper, int members, int ttl_seconds,
                                int loop_wait_seconds, int retry_timeout_seconds)
-    : PatroniCluster(root_dir, scope, nullptr, &zookeeper, members, ttl_seconds, loop_wait_seconds,
-                     retry_timeout_seconds) {}
+    : PatroniCluster(root_dir, scope, nullptr, {&zookeeper}, members, ttl_seconds,
+                     loop_wait_seconds, retry_timeout_seconds) {}
+
+namespace {
+std::vector<const ZooKeeperServer*> Servers(ZooKeeperEnsemble& ensemble) {
+  std::vector<const ZooKeeperServer*> servers;
+  for (size_t i = 0; i < ensemble.size(); ++i) servers.push_back(&ensemble.server(i));
+  return servers;
+}
+}  // namespace
 
 PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& scope,
-                               const EtcdServer* etcd, const ZooKeeperServer* zookeeper,
-                               int members, int ttl_seconds, int loop_wait_seconds,
-                               int retry_timeout_seconds)
+                               ZooKeeperEnsemble& ensemble, int members, int ttl_seconds,
+                               int loop_wait_seconds, int retry_timeout_seconds)
+    : PatroniCluster(root_dir, scope, nullptr, Servers(ensemble), members, ttl_seconds,
+                     loop_wait_seconds, retry_timeout_seconds) {}
+
+PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& scope,
+                               const EtcdServer* etcd,
+                               std::vector<const ZooKeeperServer*> zookeepers, int members,
+                               int ttl_seconds, int loop_wait_seconds, int retry_timeout_seconds)
     : root_dir_(root_dir),
       scope_(scope),
       etcd_(etcd),
-      zookeeper_(zookeeper),
+      zookeepers_(std::move(zookeepers)),
       ttl_(ttl_seconds),
       loop_wait_(loop_wait_seconds),
       retry_timeout_(retry_timeout_seconds) {
@@ -320,7 +334,7 @@ PatroniCluster::PatroniCluster(const std::string& root_dir, const std::string& s
 
     std::set<int> used = {5432, 8008};
     if (etcd_) used.insert({etcd_->client_port(), etcd_->peer_port()});
-    if (zookeeper_) used.insert(zookeeper_->port());
+    for (const ZooKeeperServer* zk : zookeepers_) used.insert(zk->port());
     auto port = [&] {
       for (;;) {
         int p = FreeLoopbackPort();
@@ -404,7 +418,7 @@ void PatroniCluster::WriteConfig(const PatroniMember& m) const {
     << "  connect_address: " << rest << "\n"
     << (etcd_ ? "etcd3:\n  hosts: 127.0.0.1:" + std::to_string(etcd_->client_port()) +
                     "\n  protocol: http\n"
-              : "zookeeper:\n  hosts: ['" + zookeeper_->host() + "']\n")
+              : "zookeeper:\n  hosts: [" + ZooKeeperHosts() + "]\n")
     << "bootstrap:\n"
     << "  dcs:\n"
     << "    ttl: " << ttl_ << "\n"
@@ -818,8 +832,18 @@ std::string PatroniCluster::DescribeLogs(int lines) const {
          Tail(m.log_file, lines);
   }
   if (etcd_) s += "--- etcd: last lines of " + etcd_->log_file() + " ---\n" + etcd_->LogTail(10);
-  if (zookeeper_) s += "--- zookeeper: last lines of its log ---\n" + zookeeper_->LogTail();
+  for (const ZooKeeperServer* zk : zookeepers_) {
+    s += "--- zookeeper " + zk->host() + ": last lines of its log ---\n" + zk->LogTail();
+  }
   return s;
+}
+
+std::string PatroniCluster::ZooKeeperHosts() const {
+  std::string hosts;
+  for (const ZooKeeperServer* zk : zookeepers_) {
+    hosts += (hosts.empty() ? "'" : ", '") + zk->host() + "'";
+  }
+  return hosts;
 }
 
 void PatroniCluster::Fail(const std::string& what) const {

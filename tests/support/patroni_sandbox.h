@@ -95,6 +95,7 @@ struct PatroniMember {
 };
 
 class ZooKeeperServer;
+class ZooKeeperEnsemble;
 
 /// A Patroni cluster of N members (node1..nodeN) using one DCS: etcd through its v3 API
 /// (`etcd3:`) or ZooKeeper (`zookeeper:`, through kazoo), scope `scope`, namespace /service. The
@@ -117,6 +118,10 @@ class PatroniCluster {
   PatroniCluster(const std::string& root_dir, const std::string& scope,
                  const ZooKeeperServer& zookeeper, int members = 3, int ttl_seconds = 10,
                  int loop_wait_seconds = 1, int retry_timeout_seconds = 3);
+  /// The same on a ZooKeeper ensemble: Patroni is given every server.
+  PatroniCluster(const std::string& root_dir, const std::string& scope, ZooKeeperEnsemble& ensemble,
+                 int members = 3, int ttl_seconds = 10, int loop_wait_seconds = 1,
+                 int retry_timeout_seconds = 3);
   /// Thaws anything frozen, SIGTERMs every patroni at once and waits for them (SIGKILL as a last
   /// resort), makes sure every postmaster is gone, deletes the etcd keys /service/<scope>/ (when
   /// etcd runs) and removes the member dirs it created. Removes nothing outside root_dir.
@@ -196,9 +201,11 @@ class PatroniCluster {
 
  private:
   PatroniCluster(const std::string& root_dir, const std::string& scope, const EtcdServer* etcd,
-                 const ZooKeeperServer* zookeeper, int members, int ttl_seconds,
+                 std::vector<const ZooKeeperServer*> zookeepers, int members, int ttl_seconds,
                  int loop_wait_seconds, int retry_timeout_seconds);
   void WriteConfig(const PatroniMember& m) const;
+  // Patroni's zookeeper.hosts items: "'127.0.0.1:A', '127.0.0.1:B'".
+  std::string ZooKeeperHosts() const;
   // The leader as GET /cluster of a non-frozen member says; "" when none answers.
   std::string RestLeader() const;
   // The leader as the DCS says (etcd's key; ZooKeeper: as the members' REST API says).
@@ -214,8 +221,8 @@ class PatroniCluster {
 
   std::string root_dir_;
   std::string scope_;
-  const EtcdServer* etcd_;  // exactly one of the two is set
-  const ZooKeeperServer* zookeeper_;
+  const EtcdServer* etcd_;  // exactly one of etcd_ and zookeepers_ is set
+  std::vector<const ZooKeeperServer*> zookeepers_;
   int ttl_;
   int loop_wait_;
   int retry_timeout_;
