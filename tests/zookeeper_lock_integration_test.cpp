@@ -274,6 +274,41 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "zookeeper_lock store: a lock path of 100,000 children fails the read with a reason, and "
+    "the server and a store beside it read on",
+    "[zookeeper]") {
+  TempDir dir{"sbd-zookeeper-store"};
+  ZooKeeperServer zk{dir.path() + "/zk"};
+  const auto made = Clock::now();
+  Kazoo(zk,
+        "c.ensure_path('/locks/huge')\n"
+        "for batch in range(100):\n"
+        "  t = c.transaction()\n"
+        "  for i in range(1000): t.create('/locks/huge/%032x__lock__' % i, b'', sequence=True)\n"
+        "  assert all(isinstance(r, str) for r in t.commit())\n");
+  std::printf("100,000 children made in %.1f s\n",
+              std::chrono::duration<double>(Clock::now() - made).count());
+  ZooKeeperCandidate a{zk.host(), kPath, "cand-a", kSessionSeconds, dir.path()};
+  REQUIRE(WaitFor([&] { return !a.ClaimedToken().empty(); }, milliseconds(10000)));
+  sbd::ClusterSpec spec = Spec(zk);
+  spec.zookeeper_lock.path = "/locks/huge";
+  sbd::ZooKeeperLockStore huge(spec);
+  const auto refused = huge.Read(Clock::now() + milliseconds(10000));
+  REQUIRE(std::holds_alternative<sbd::ProbeFailure>(refused));
+  const std::string why = std::get<sbd::ProbeFailure>(refused).message;
+  CAPTURE(why);
+  std::printf("100,000 children: %s\n", why.c_str());
+  // The list (about 3.8 MB) arrives whole, and is refused by its count: never a holder.
+  CHECK(why ==
+        "100000 children under the lock path, above max_children 1000: the holder "
+        "cannot be told");
+  sbd::ZooKeeperLockStore beside(Spec(zk));
+  const auto read = ReadOnce(beside);
+  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
+  CHECK(std::get<sbd::DcsView>(read).holder == "a");
+}
+
+TEST_CASE(
     "zookeeper_lock detector: one kazoo holder reads healthy; three clean releases page nobody",
     "[zookeeper]") {
   ZooKeeperSandbox sb;
