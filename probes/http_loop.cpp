@@ -99,10 +99,20 @@ struct LoopHttpClient::Impl {
   std::string what;  // "GET /metrics"
   long timeout_ms = 0;
   size_t header_count = 0;
+  bool status_seen = false;  // a complete status line came
   bool headers_done = false;
   std::string breach;  // the bound a callback broke, said in the failure
   HttpAnswer answer;
   char error[CURL_ERROR_SIZE] = {};
+  // How far an answer cut off by the deadline got: the bound it broke, for the failure.
+  std::string Phase() const {
+    curl_off_t connected_us = 0;
+    if (easy != nullptr) curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected_us);
+    if (connected_us == 0) return "no connection made";
+    if (!status_seen) return "no complete status line";
+    if (!headers_done) return "the headers not complete";
+    return "the body not complete";
+  }
   // Streaming mode (StartStream) when `stream` is set: the body goes to it, bounded by `idle`.
   LoopHttpClient::Chunk stream;
   std::chrono::milliseconds idle{0};
@@ -144,6 +154,7 @@ size_t LoopHttpClient::Impl::OnHeader(char* data, size_t size, size_t count, voi
           "status line longer than " + std::to_string(bounds.max_status_line_bytes) + " bytes";
       return 0;
     }
+    impl->status_seen = true;
     return length;
   }
   if (line == "\r\n" || line == "\n") {  // the end of the headers
@@ -273,6 +284,7 @@ void LoopHttpClient::Impl::Start(const HttpRequest& request, SteadyClock::time_p
   bounds = request.bounds;
   timeout_ms = static_cast<long>(left.count());
   header_count = 0;
+  status_seen = false;
   headers_done = false;
   breach.clear();
   error[0] = '\0';
@@ -280,11 +292,11 @@ void LoopHttpClient::Impl::Start(const HttpRequest& request, SteadyClock::time_p
   Configure(request);
   answer.sent = SteadyClock::now();
   deadline_timer.Arm(deadline, [this] {
-    Finish(ProbeFailure{ProbeFailureReason::kTimeout,
-                        what +
-                            (stream ? ": no status and headers within the deadline of "
-                                    : ": the answer outlasted the deadline of ") +
-                            std::to_string(timeout_ms) + " ms"});
+    const std::string limit = std::to_string(timeout_ms) + " ms";
+    Finish(ProbeFailure{
+        ProbeFailureReason::kTimeout,
+        what + (stream ? ": no status and headers within the deadline of " + limit
+                       : ": the answer outlasted the deadline of " + limit + ": " + Phase())});
   });
   if (curl_multi_add_handle(multi, easy) != CURLM_OK) {
     DropEasy();
@@ -335,13 +347,9 @@ ProbeFailure LoopHttpClient::Impl::FailureOf(CURLcode code) const {
                                                std::to_string(CURL_MAX_HTTP_HEADER) +
                                                " bytes (libcurl's cap)"};
   }
-  if (code == CURLE_OPERATION_TIMEDOUT) {
-    curl_off_t connected_us = 0;
-    curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected_us);
-    const std::string limit = std::to_string(timeout_ms) + " ms";
-    return {ProbeFailureReason::kTimeout,
-            what + (connected_us == 0 ? ": no connection within the deadline of " + limit
-                                      : ": the answer outlasted the deadline of " + limit)};
+  if (code == CURLE_OPERATION_TIMEDOUT) {  // libcurl's own copy of the deadline, said alike
+    return {ProbeFailureReason::kTimeout, what + ": the answer outlasted the deadline of " +
+                                              std::to_string(timeout_ms) + " ms: " + Phase()};
   }
   // libcurl's message names the host and the problem, never the credentials.
   const std::string detail = error[0] != '\0' ? error : curl_easy_strerror(code);

@@ -395,6 +395,10 @@ TEST_CASE("LoopHttpClient: a trickled status line or header fails at the whole d
     INFO(failure.message);
     CHECK(failure.reason == ProbeFailureReason::kTimeout);
     CHECK(Says(failure, "the answer outlasted the deadline of"));
+    // The phase it got to: the bound it broke.
+    CHECK(Says(failure, hostility == testing::Hostility::kTrickleStatus
+                            ? " ms: no complete status line"
+                            : " ms: the headers not complete"));
   }
 }
 
@@ -425,6 +429,7 @@ TEST_CASE("LoopHttpClient: silence, a closed port and another scheme are failure
   const ProbeFailure silent = HostileFailure(testing::Hostility::kSilent, milliseconds(500));
   CHECK(silent.reason == ProbeFailureReason::kTimeout);
   CHECK(Says(silent, "the answer outlasted the deadline of"));
+  CHECK(Says(silent, " ms: no complete status line"));
   HttpRequest request;
   double took = 0;
   request.url = "http://127.0.0.1:" + std::to_string(ClosedPort()) + "/metrics";
@@ -448,6 +453,7 @@ TEST_CASE("LoopHttpClient: an address whose SYNs are dropped fails at the deadli
   const ProbeFailure failure = std::get<ProbeFailure>(result);
   INFO(failure.message << " after " << took << " s");
   CHECK(failure.reason == ProbeFailureReason::kTimeout);
+  CHECK(Says(failure, " ms: no connection made"));
   CHECK(took >= 0.65);  // it waited for the SYN-ACK that never came, not refused at once
   CHECK(took < 0.7 + 0.25);
 }
@@ -557,7 +563,8 @@ TEST_CASE("PatroniRestProbe: a trickling REST API fails at its deadline naming t
   const int named = std::stoi(failure.message.substr(prefix.size()));
   CHECK(named <= 800);
   CHECK(named >= 700);
-  CHECK(failure.message.substr(failure.message.size() - 3) == " ms");
+  const std::string phase = " ms: the headers not complete";
+  CHECK(failure.message.substr(failure.message.size() - phase.size()) == phase);
   CHECK(took < 800 + 250);
 }
 
