@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/hostile_part.h"
 #include "bench/redis_part.h"
 #include "bench/watch_variants.h"
 #include "tests/support/alertmanager_sandbox.h"
@@ -84,19 +85,24 @@ struct Options {
   std::vector<std::string> layouts = {"shared", "replicas"};
   std::string json_path = "bench-results.json";
   std::string detector = SBD_BINARY;
+  std::string old_detector;  // part hostile: the build to compare with
+  int hostile_black_holed = 1000;
+  int hostile_trickling = 200;
   std::string work_dir;  // keep sandboxes here instead of a temp dir (debugging)
 };
 
 [[noreturn]] void Usage(const std::string& error) {
   std::cerr << "splitbrain-bench: " << error << "\n"
-            << "usage: splitbrain-bench [--smoke] [--parts=page,cost,scale,redis] [--trials=N]\n"
+            << "usage: splitbrain-bench [--smoke] [--parts=page,cost,scale,redis,hostile]\n"
+               "         [--trials=N]\n"
                "         [--redis-trials=N] [--transitions=N]\n"
                "         [--scale=100,1000,5000] [--scale-seconds=S] [--scale-interval=S] "
                "[--scrape-every=S]\n"
                "         [--cost-members=N] [--cost-seconds=S] [--bouncers=N]\n"
                "         [--cluster-size=N] [--layouts=shared,replicas]\n"
                "         [--bouncer-auth=scram-sha-256|md5] [--json=FILE]\n"
-               "         [--detector=BINARY]\n";
+               "         [--detector=BINARY] [--old-detector=BINARY]\n"
+               "         [--hostile-black-holed=N] [--hostile-trickling=N]\n";
   std::exit(1);
 }
 
@@ -132,7 +138,7 @@ Options ParseOptions(int argc, char** argv) {
       parts_given = true;
       o.parts.clear();
       for (const auto& p : Split(value)) {
-        if (p != "page" && p != "cost" && p != "scale" && p != "redis") {
+        if (p != "page" && p != "cost" && p != "scale" && p != "redis" && p != "hostile") {
           Usage("unknown part " + p);
         }
         o.parts.insert(p);
@@ -172,6 +178,12 @@ Options ParseOptions(int argc, char** argv) {
       o.json_path = value;
     } else if (key == "--detector") {
       o.detector = value;
+    } else if (key == "--old-detector") {
+      o.old_detector = value;
+    } else if (key == "--hostile-black-holed") {
+      o.hostile_black_holed = number();
+    } else if (key == "--hostile-trickling") {
+      o.hostile_trickling = number();
     } else {
       Usage("unknown argument " + arg);
     }
@@ -1032,6 +1044,7 @@ void PrintTable(const json& r) {
     }
   }
   if (r.contains("redis")) PrintRedisTable(r["redis"], t);
+  if (r.contains("hostile")) PrintHostileTable(r["hostile"], t);
   std::cout << t.str() << std::flush;
 }
 
@@ -1094,6 +1107,16 @@ int Main(int argc, char** argv) {
   const auto start = Clock::now();
   try {
     if (o.parts.count("page")) r["page"] = PartPage(o);
+    if (o.parts.count("hostile")) {
+      HostileOptions hostile;
+      hostile.detector = o.detector;
+      hostile.old_detector = o.old_detector;
+      hostile.etcd_candidate = SBD_ETCD_CANDIDATE;
+      hostile.trials = o.trials;
+      hostile.black_holed = o.hostile_black_holed;
+      hostile.trickling = o.hostile_trickling;
+      r["hostile"] = PartHostile(hostile);
+    }
     if (o.parts.count("redis")) {
       RedisPartOptions redis;
       redis.trials = o.redis_trials;
