@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "probes/discovered_address.h"
+
 namespace sbd {
 namespace {
 
@@ -51,6 +53,9 @@ struct MonitorNode {
   std::string nodename;
   std::string goal;
   std::string reported;
+  std::string host;
+  std::string port;
+  bool configured = false;  // named by a member of the config
 };
 
 // One row as a node, or why it is skipped.
@@ -74,7 +79,8 @@ std::variant<MonitorNode, std::string> ReadNode(const MonitorRow& row,
              " is not a pg_auto_failover 2.0 state: " + Shown(row[cell]);
     }
   }
-  MonitorNode node{*row[kNodeName], *row[kNodeName], *row[kGoal], *row[kReported]};
+  MonitorNode node{*row[kNodeName], *row[kNodeName], *row[kGoal],
+                   *row[kReported], *row[kNodeHost], std::to_string(*port)};
   const std::string address = *row[kNodeHost] + ":" + std::to_string(*port);
   auto named = std::find_if(members.begin(), members.end(),
                             [&](const MemberSpec& m) { return m.name == node.nodename; });
@@ -83,6 +89,7 @@ std::variant<MonitorNode, std::string> ReadNode(const MonitorRow& row,
                          [&](const MemberSpec& m) { return m.address == address; });
   }
   if (named != members.end()) node.name = named->name;
+  node.configured = named != members.end();
   return node;
 }
 
@@ -160,7 +167,8 @@ const char* MonitorNodesQuery() {
 
 std::variant<DcsView, ProbeFailure> FoldMonitorNodes(const std::vector<MonitorRow>& rows,
                                                      const std::vector<MemberSpec>& members,
-                                                     const PgAutoFailoverSpec& spec) {
+                                                     const PgAutoFailoverSpec& spec,
+                                                     bool discover) {
   const std::string group = "formation " + spec.formation + " group " + std::to_string(spec.group);
   if (rows.size() > kMaxMonitorNodes) {
     return ProbeFailure{ProbeFailureReason::kProtocol,
@@ -190,7 +198,13 @@ std::variant<DcsView, ProbeFailure> FoldMonitorNodes(const std::vector<MonitorRo
       continue;
     }
     MonitorNode& read = std::get<MonitorNode>(node);
-    view.members.push_back(DcsMember{read.name, "", "", read.goal, read.reported});
+    DcsMember member{read.name, "", "", read.goal, read.reported};
+    if (discover && !read.configured) {
+      DiscoveredAddress found = DiscoverableAddress(read.name, read.host, read.port);
+      member.conn_url = std::move(found.conn_url);
+      if (!found.why.empty()) view.rejected.push_back("node " + found.why);
+    }
+    view.members.push_back(std::move(member));
     if (HandoverState(read.goal) || HandoverState(read.reported) ||
         PrimaryLikeState(read.goal) != PrimaryLikeState(read.reported)) {
       view.handover_in_progress = true;

@@ -55,10 +55,13 @@ const char* MonitorNodesQuery();
 /// and every goal change the monitor makes inserts an event). `handover_in_progress` while a
 /// node is in a transition state, or its goal and report differ in being primary-like. A
 /// hostile row (NULLs, wrong types, unknown states) is skipped and said in `rejected`; more
-/// than kMaxMonitorNodes rows, or rows of another shape, fail the read.
+/// than kMaxMonitorNodes rows, or rows of another shape, fail the read. With `discover`, each
+/// node no member names is offered to discovery in `members` (conn_url from nodehost and
+/// nodeport, DiscoverableAddress), or said in `rejected` when its name, host or port is unfit.
 std::variant<DcsView, ProbeFailure> FoldMonitorNodes(const std::vector<MonitorRow>& rows,
                                                      const std::vector<MemberSpec>& members,
-                                                     const PgAutoFailoverSpec& spec);
+                                                     const PgAutoFailoverSpec& spec,
+                                                     bool discover = false);
 
 /// What one store remembers between reads: the holder it last read, the one before and when
 /// that changed, and since when a transition has been reported.

@@ -12,6 +12,7 @@ struct PgAutoFailoverStore::Session : std::enable_shared_from_this<Session> {
       : loop(loop),
         spec(spec.pg_auto_failover),
         members(spec.members),
+        discover(spec.discovery.enabled),
         timeout(spec.probe_timeout) {}
   ~Session() { Drop(); }
 
@@ -30,6 +31,7 @@ struct PgAutoFailoverStore::Session : std::enable_shared_from_this<Session> {
   EventLoop& loop;
   PgAutoFailoverSpec spec;
   std::vector<MemberSpec> members;
+  bool discover;
   Millis timeout;
   std::unique_ptr<LoopTimer> timer;  // made on the loop thread, at the first read
   PGconn* conn = nullptr;
@@ -149,7 +151,7 @@ void PgAutoFailoverStore::Session::Answer(PGresult* result) {
       }
     }
   }
-  auto record = FoldMonitorNodes(rows, members, spec);
+  auto record = FoldMonitorNodes(rows, members, spec, discover);
   if (auto* view = std::get_if<DcsView>(&record)) {
     view->endpoint = spec.monitor.address;
     TrackMonitorHandover(*view, clock, WallClock::now());

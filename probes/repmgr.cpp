@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "probes/discovered_address.h"
 #include "probes/lease_adapters.h"
 
 namespace sbd {
@@ -227,6 +228,49 @@ std::variant<DcsView, ProbeFailure> FoldRepmgrCopies(
   record.holder = majority;
   record.mod_revision = newest;
   return record;
+}
+
+RepmgrDiscovery DiscoverRepmgrNodes(
+    const std::vector<MemberSpec>& configured, const std::vector<MemberSpec>& readers,
+    const std::vector<std::variant<RepmgrCopy, ProbeFailure>>& copies,
+    const DiscoverySpec& discovery) {
+  RepmgrDiscovery found;
+  auto known = [](const std::vector<MemberSpec>& members, const RepmgrNode& node) {
+    return std::any_of(members.begin(), members.end(), [&](const MemberSpec& m) {
+      return m.name == node.node_name || (!node.address.empty() && m.address == node.address);
+    });
+  };
+  std::vector<MemberSpec> seen;  // one node per name and per address
+  for (size_t i = 0; i < copies.size() && i < readers.size(); ++i) {
+    const auto* copy = std::get_if<RepmgrCopy>(&copies[i]);
+    if (copy == nullptr) continue;
+    for (const RepmgrNode& node : copy->nodes) {
+      if (node.type == "witness" || known(configured, node) || known(seen, node)) continue;
+      const HostPort at = SplitHostPort(node.address);
+      const DiscoveredAddress address =
+          node.address.empty()
+              ? DiscoveredAddress{"", ShownToken(node.node_name) +
+                                          ": conninfo names no host: not discovered"}
+              : DiscoverableAddress(node.node_name, at.host, at.port);
+      MemberSpec placeholder;
+      placeholder.name = node.node_name;
+      placeholder.address = node.address;
+      seen.push_back(placeholder);
+      if (address.conn_url.empty()) {
+        found.rejected.push_back("repmgr.nodes node " + std::to_string(node.node_id) + " " +
+                                 address.why);
+        continue;
+      }
+      found.registered.push_back(DcsMember{node.node_name, address.conn_url, "", node.type, ""});
+      if (found.copies.size() >= static_cast<size_t>(discovery.max_members)) continue;
+      MemberSpec reader = MemberAt(node.node_name, at, discovery.dsn, discovery.password_file,
+                                   discovery.password_env);
+      reader.address = node.address;  // as the record spells it, which MemberOf matches
+      reader.discovered = true;
+      found.copies.push_back(std::move(reader));
+    }
+  }
+  return found;
 }
 
 std::optional<ProbeFailure> RepmgrRecordLag(

@@ -85,15 +85,44 @@ std::optional<ProbeFailure> RepmgrRecordLag(
     const std::vector<std::variant<RepmgrCopy, ProbeFailure>>& copies, RepmgrLagClock& clock,
     WallClock::time_point now);
 
+/// What repmgr's copies register, for discovery (`discover: true`): every node any readable copy
+/// lists but witnesses, one per name and per address, that no configured member stands for (by
+/// address or name), checked by DiscoverableAddress. `registered` offers each to the scheduler's
+/// discovery (conn_url from the conninfo's host and port; nothing else of the conninfo is
+/// kept); the first `discovery.max_members` of them are also `copies`, servers whose copy of the
+/// record is read (discovery's dsn and credentials); a node skipped says why in `rejected`.
+struct RepmgrDiscovery {
+  std::vector<DcsMember> registered;
+  std::vector<MemberSpec> copies;
+  std::vector<std::string> rejected;
+};
+
+/// Pure: the nodes `copies` (read from `readers`, index for index) register, for discovery.
+RepmgrDiscovery DiscoverRepmgrNodes(
+    const std::vector<MemberSpec>& configured, const std::vector<MemberSpec>& readers,
+    const std::vector<std::variant<RepmgrCopy, ProbeFailure>>& copies,
+    const DiscoverySpec& discovery);
+
+/// A store's discovery settings: off unless `discovery.enabled`. `seeds` (host:port) are read,
+/// with discovery's settings, only while the store knows no member to read: their copies
+/// find the nodes, and are never folded themselves (a seed is no member, and has no name).
+struct RepmgrDiscoverySettings {
+  DiscoverySpec discovery;
+  std::vector<std::string> seeds;
+};
+
 /// repmgr's record of a PostgreSQL cluster: repmgr.nodes and repmgr.events read from every
 /// member's copy of the metadata database at once, on the event loop with non-blocking libpq
 /// (one connection per copy and read, each bounded by the deadline), folded by
-/// FoldRepmgrCopies, unless RepmgrRecordLag holds the read back. Read-only. Start() on the loop
-/// thread, one at a time; the object may be destroyed on any thread.
+/// FoldRepmgrCopies, unless RepmgrRecordLag holds the read back. With discovery, the copies of
+/// the nodes found at the previous read (DiscoverRepmgrNodes) are read beside the members', and
+/// the view registers them; with no member known, the seeds are read first, in the same read.
+/// Read-only. Start() on the loop thread, one at a time; the object may be destroyed on any
+/// thread.
 class RepmgrStore : public AsyncLockStore {
  public:
   RepmgrStore(std::vector<MemberSpec> members, std::string database, Millis timeout,
-              EventLoop& loop = EventLoop::Shared());
+              EventLoop& loop = EventLoop::Shared(), RepmgrDiscoverySettings discovery = {});
   ~RepmgrStore() override;
   RepmgrStore(const RepmgrStore&) = delete;
   RepmgrStore& operator=(const RepmgrStore&) = delete;

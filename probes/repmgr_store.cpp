@@ -32,17 +32,22 @@ struct RepmgrStore::Session : std::enable_shared_from_this<Session> {
     std::optional<Answer> answer;
   };
 
-  Session(EventLoop& loop, std::vector<MemberSpec> members, std::string database, Millis timeout)
+  Session(EventLoop& loop, std::vector<MemberSpec> members, std::string database, Millis timeout,
+          RepmgrDiscoverySettings discovery)
       : loop(loop),
-        members(std::move(members)),
+        configured(std::move(members)),
         database(std::move(database)),
         timeout(timeout),
+        settings(std::move(discovery)),
         timer(loop) {}
   ~Session() {
     for (size_t i = 0; i < copies.size(); ++i) Drop(i);
   }
 
   void Start(SteadyClock::time_point deadline, Done answer);
+  void ReadAll(SteadyClock::time_point deadline);
+  std::vector<MemberSpec> Readers() const;
+  void Reply(std::vector<Answer> all);
   void Open(size_t index, SteadyClock::time_point deadline);
   void OnSocket(size_t index);
   void Query(size_t index);
@@ -53,9 +58,14 @@ struct RepmgrStore::Session : std::enable_shared_from_this<Session> {
   void Close();
 
   EventLoop& loop;
-  std::vector<MemberSpec> members;
+  std::vector<MemberSpec> configured;
   std::string database;
   Millis timeout;
+  RepmgrDiscoverySettings settings;
+  std::vector<MemberSpec> found;    ///< the nodes discovered at the last read
+  std::vector<MemberSpec> members;  ///< the servers this read asks, copies[i] from members[i]
+  bool seeding = false;             ///< this read asks the seeds, whose copies only find nodes
+  SteadyClock::time_point deadline;
   LoopTimer timer;
   std::uint64_t read = 0;
   Done done;
@@ -64,10 +74,32 @@ struct RepmgrStore::Session : std::enable_shared_from_this<Session> {
   RepmgrLagClock lag;  ///< across reads
 };
 
-void RepmgrStore::Session::Start(SteadyClock::time_point deadline, Done answer) {
+void RepmgrStore::Session::Start(SteadyClock::time_point until, Done answer) {
+  done = std::move(answer);
+  ReadAll(until);
+}
+
+// The configured members and the nodes found last; with neither, and discovery on, the seeds.
+std::vector<MemberSpec> RepmgrStore::Session::Readers() const {
+  std::vector<MemberSpec> readers = configured;
+  if (!settings.discovery.enabled) return readers;
+  readers.insert(readers.end(), found.begin(), found.end());
+  if (!readers.empty()) return readers;
+  const DiscoverySpec& discovery = settings.discovery;
+  for (const std::string& seed : settings.seeds) {
+    readers.push_back(MemberAt("seed " + seed, SplitHostPort(seed), discovery.dsn,
+                               discovery.password_file, discovery.password_env));
+    readers.back().address.clear();  // a seed stands for no node: MemberOf never maps to it
+  }
+  return readers;
+}
+
+void RepmgrStore::Session::ReadAll(SteadyClock::time_point until) {
   ++read;
   for (size_t i = 0; i < copies.size(); ++i) Drop(i);
-  done = std::move(answer);
+  deadline = until;
+  members = Readers();
+  seeding = settings.discovery.enabled && configured.empty() && found.empty();
   copies = std::vector<Copy>(members.size());
   outstanding = members.size();
   if (members.empty()) {
@@ -210,10 +242,40 @@ void RepmgrStore::Session::Answered(size_t index, Answer answer) {
   timer.Stop();
   std::vector<Answer> all;
   for (Copy& copy : copies) all.push_back(std::move(*copy.answer));
+  Reply(std::move(all));
+}
+
+void RepmgrStore::Session::Reply(std::vector<Answer> all) {
+  std::optional<RepmgrDiscovery> discovery;
+  if (settings.discovery.enabled) {
+    discovery = DiscoverRepmgrNodes(configured, members, all, settings.discovery);
+    // Nothing readable keeps what was found: a cluster down for a moment is still the cluster.
+    const bool readable = std::any_of(all.begin(), all.end(), [](const Answer& a) {
+      return std::holds_alternative<RepmgrCopy>(a);
+    });
+    if (readable) found = discovery->copies;
+  }
+  // The seeds only find nodes: read those now, within the same deadline.
+  if (seeding && !found.empty()) return ReadAll(deadline);
   auto reply = std::move(done);
   done = nullptr;
+  if (seeding) {
+    std::string said;
+    for (size_t i = 0; i < all.size(); ++i) {
+      const auto* failure = std::get_if<ProbeFailure>(&all[i]);
+      said += "; " + members[i].name + ": " + (failure ? failure->message : "no node found");
+    }
+    return reply(
+        ProbeFailure{ProbeFailureReason::kConnectionLost,
+                     "discovery found no node in the seeds' copies of repmgr's record" + said});
+  }
   if (auto held = RepmgrRecordLag(members, all, lag, WallClock::now())) return reply(*held);
-  reply(FoldRepmgrCopies(members, all));
+  auto record = FoldRepmgrCopies(members, all);
+  if (auto* view = std::get_if<DcsView>(&record); view && discovery) {
+    view->members = std::move(discovery->registered);
+    for (std::string& why : discovery->rejected) view->rejected.push_back(std::move(why));
+  }
+  reply(std::move(record));
 }
 
 void RepmgrStore::Session::Drop(size_t index) {
@@ -233,9 +295,10 @@ void RepmgrStore::Session::Close() {
 }
 
 RepmgrStore::RepmgrStore(std::vector<MemberSpec> members, std::string database, Millis timeout,
-                         EventLoop& loop)
+                         EventLoop& loop, RepmgrDiscoverySettings discovery)
     : loop_(loop),
-      session_(std::make_shared<Session>(loop, std::move(members), std::move(database), timeout)) {}
+      session_(std::make_shared<Session>(loop, std::move(members), std::move(database), timeout,
+                                         std::move(discovery))) {}
 
 RepmgrStore::~RepmgrStore() {
   // The session's handles belong to the loop: close them there.

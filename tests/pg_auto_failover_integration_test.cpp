@@ -115,6 +115,44 @@ TEST_CASE("pg_auto_failover: a healthy formation names the monitor's primary and
   CHECK(env.Delivered("SplitBrain", "firing", start).empty());
 }
 
+TEST_CASE("pg_auto_failover discovery: no member listed, the monitor's nodes are all probed",
+          "[pg_auto_failover][discovery]") {
+  Environment& env = Env();
+  env.Settle();
+  const std::string yaml =
+      "clusters:\n  - name: paf\n    kind: pg_auto_failover\n    probe_interval: 1s\n"
+      "    probe_timeout: 800ms\n    discover: true\n    discovery:\n"
+      "      dsn: user=postgres dbname=postgres\n    pg_auto_failover:\n      monitor: \"" +
+      env.formation->MonitorDsn() + "\"\n";
+  const std::string config = WriteFile(env.root.path(), "discovering.yml", yaml);
+  const int port = FreeLoopbackPort();
+  auto detector =
+      StartReadyDetector(SBD_BINARY, config, port, env.root.path() + "/discovering.log");
+  nlohmann::json status;
+  const bool healthy = WaitFor(
+      [&] {
+        status = ClusterStatus(port, "paf");
+        return status.value("verdict", "") == "healthy" &&
+               status["members"].size() == env.formation->nodes().size();
+      },
+      seconds(30));
+  INFO(status.dump(2) << "\n" << detector->Log());
+  REQUIRE(healthy);
+  CHECK(status["lock"]["holder"] == env.formation->Primary());
+  for (const PafNode& node : env.formation->nodes()) {
+    bool found = false;
+    for (const auto& m : status["members"]) {
+      if (m["name"] != node.name) continue;
+      found = m.value("discovered", false);
+      // The address the monitor registered (the forwarder), not the config's.
+      CHECK(m.dump().find("127.0.0.2:" + std::to_string(node.port)) != std::string::npos);
+    }
+    CHECK(found);
+  }
+  CHECK(status["discovery"]["not_probed"].empty());
+  CHECK(status["lock"]["rejected_keys"].empty());
+}
+
 TEST_CASE("pg_auto_failover: the store reads the monitor's record; a server without it fails",
           "[pg_auto_failover]") {
   Environment& env = Env();

@@ -221,3 +221,55 @@ TEST_CASE("config: a pg_auto_failover block reports each mistake at its key",
             "paf.yml:6:14: clusters[0].pg_auto_failover.group: expected a whole number from 0 to "
             "1000000"});
 }
+
+TEST_CASE("pg_auto_failover discovery: unnamed nodes are offered by nodehost and nodeport",
+          "[pg_auto_failover][discovery]") {
+  MonitorRow hostile_host = Node("3", "node_3", "evil/../host", "secondary", "secondary");
+  MonitorRow long_host = Node("4", "node_4", std::string(254, 'h'), "secondary", "secondary");
+  MonitorRow v6 = Node("5", "node_5", "fd00::5", "secondary", "secondary");
+  v6[4] = "6432";
+  const std::vector<MonitorRow> rows = {Node("1", "node_1", "10.0.0.1", "primary", "primary"),
+                                        Node("2", "node_2", "10.0.0.9", "secondary", "secondary"),
+                                        hostile_host, long_host, v6};
+  auto record = sbd::FoldMonitorNodes(rows, kMembers, sbd::PgAutoFailoverSpec{}, true);
+  REQUIRE(std::holds_alternative<sbd::DcsView>(record));
+  const sbd::DcsView& view = std::get<sbd::DcsView>(record);
+  CHECK(view.holder == "pg1");
+  REQUIRE(view.members.size() == 5);
+  CHECK(view.members[0].name == "pg1");
+  CHECK(view.members[0].conn_url.empty());  // a configured member: nothing to discover
+  CHECK(view.members[1].name == "node_2");
+  CHECK(view.members[1].conn_url == "postgres://10.0.0.9:5432");
+  CHECK(view.members[2].conn_url.empty());
+  CHECK(view.members[3].conn_url.empty());
+  CHECK(view.members[4].conn_url == "postgres://[fd00::5]:6432");
+  REQUIRE(view.rejected.size() == 2);
+  CHECK(view.rejected[0] ==
+        "node node_3: host \"evil/../host\" is not a host name or an IP address: not discovered");
+  CHECK(view.rejected[1].find("node node_4: host \"hhhh") == 0);
+  CHECK(view.rejected[1].size() < 200);
+  // Without discover, nothing is offered and nothing rejected for it.
+  auto plain = sbd::FoldMonitorNodes(rows, kMembers, sbd::PgAutoFailoverSpec{});
+  REQUIRE(std::holds_alternative<sbd::DcsView>(plain));
+  for (const auto& member : std::get<sbd::DcsView>(plain).members) CHECK(member.conn_url.empty());
+  CHECK(std::get<sbd::DcsView>(plain).rejected.empty());
+}
+
+TEST_CASE("config: pg_auto_failover discover: true may list no member", "[config][discovery]") {
+  const std::string monitor = "    pg_auto_failover:\n      monitor: host=m port=6000\n";
+  const auto result = sbd::ParseConfig(
+      "clusters:\n  - name: orders\n    kind: pg_auto_failover\n    discover: true\n"
+      "    discovery:\n      dsn: user=splitbrain dbname=postgres\n      expire_after: 2m\n" +
+          monitor,
+      "paf.yml");
+  INFO(ConfigErrorLines(result).size());
+  REQUIRE(std::holds_alternative<sbd::ValidatedConfig>(result));
+  const sbd::ClusterSpec& c = std::get<sbd::ValidatedConfig>(result).clusters().at(0);
+  CHECK(c.discovery.enabled);
+  CHECK(c.discovery.expire_after == std::chrono::minutes(2));
+  CHECK(c.members.empty());
+  CHECK(ConfigErrorLines(sbd::ParseConfig(
+            "clusters:\n  - name: orders\n    kind: pg_auto_failover\n" + monitor, "paf.yml")) ==
+        std::vector<std::string>{"paf.yml:2:5: clusters[0].members: must list at least one member "
+                                 "or set discover: true"});
+}

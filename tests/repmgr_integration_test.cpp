@@ -26,19 +26,36 @@ struct RepmgrEnvironment {
   std::unique_ptr<DetectorProcess> detector;
   int port = 0;
 
-  explicit RepmgrEnvironment(bool repmgrd = false) : cluster(3, repmgrd) {
+  // With `discover`, no member is listed: the detector starts from node1 as its seed and finds
+  // every node in repmgr.nodes, at most `max_members`.
+  explicit RepmgrEnvironment(bool repmgrd = false, bool discover = false) : cluster(3, repmgrd) {
     alertmanager = std::make_unique<AlertmanagerServer>(cluster.root() + "/am", webhook.url());
+    detector = Start(discover, 16, port);
+  }
+
+  std::unique_ptr<DetectorProcess> Start(bool discover, int max_members, int& at) const {
     std::string yaml = "alerting:\n  alertmanagers:\n    - url: " + alertmanager->url() +
                        "\n  resend_interval: 5s\nclusters:\n  - name: demo\n    kind: repmgr\n"
-                       "    probe_interval: 1s\n    probe_timeout: 800ms\n    members:\n";
-    for (size_t i = 0; i < cluster.nodes().size(); ++i) {
-      yaml += "      - name: " + cluster.nodes()[i].name +
-              "\n        dsn: " + cluster.MemberDsn(i) +
-              "\n        password_file: " + cluster.PasswordFile() + "\n";
+                       "    probe_interval: 1s\n    probe_timeout: 800ms\n";
+    if (discover) {
+      yaml +=
+          "    discover: true\n    discovery:\n      dsn: user=splitbrain dbname=postgres\n"
+          "      password_file: " +
+          cluster.PasswordFile() + "\n      max_members: " + std::to_string(max_members) +
+          "\n    repmgr:\n      seeds: [\"127.0.0.1:" + std::to_string(cluster.nodes()[0].port) +
+          "\"]\n";
+    } else {
+      yaml += "    members:\n";
+      for (size_t i = 0; i < cluster.nodes().size(); ++i) {
+        yaml += "      - name: " + cluster.nodes()[i].name +
+                "\n        dsn: " + cluster.MemberDsn(i) +
+                "\n        password_file: " + cluster.PasswordFile() + "\n";
+      }
     }
-    const std::string config = WriteFile(cluster.root(), "detector.yml", yaml);
-    port = FreeLoopbackPort();
-    detector = StartReadyDetector(SBD_BINARY, config, port, cluster.root() + "/detector.log");
+    const std::string name = "detector-" + std::to_string(max_members);
+    const std::string config = WriteFile(cluster.root(), name + ".yml", yaml);
+    at = FreeLoopbackPort();
+    return StartReadyDetector(SBD_BINARY, config, at, cluster.root() + "/" + name + ".log");
   }
 
   nlohmann::json Status() const { return ClusterStatus(port, "demo"); }
@@ -75,24 +92,10 @@ struct RepmgrEnvironment {
   }
 };
 
-}  // namespace
-
-TEST_CASE("repmgr: a healthy cluster's record names the primary and pages nobody",
-          "[repmgr_integration]") {
-  RepmgrEnvironment env;
-  const auto start = env.Reach("healthy", "node1", seconds(30));
-  const nlohmann::json status = env.Status();
-  INFO(status.dump(2));
-  CHECK(status["lock"]["readable"] == true);
-  CHECK(status["lock"]["kind"] == "repmgr");
-  // Let a few rounds pass: still healthy, nothing fired.
-  CHECK_FALSE(WaitFor([&] { return env.Status().value("verdict", "") != "healthy"; }, seconds(3)));
-  CHECK(env.FiringSince(start).empty());
-}
-
-TEST_CASE("repmgr: a standby promoted by hand beside a running old primary pages it as zombie",
-          "[repmgr_integration]") {
-  RepmgrEnvironment env;
+// node2 promoted by hand while node1 looks dead (frozen), node1 then resumed and writable: the
+// page names node1 the zombie and node2 the holder. With `discovered`, every member probed was
+// found in the record.
+void HandPromotionPagesTheOldPrimary(RepmgrEnvironment& env, bool discovered = false) {
   const auto start = env.Reach("healthy", "node1", seconds(30));
   // repmgr refuses to promote while it reaches the primary: the primary looks dead (frozen) while
   // the operator promotes node2 by hand, then comes back, still writable. repmgr does not fence.
@@ -132,8 +135,71 @@ TEST_CASE("repmgr: a standby promoted by hand beside a running old primary pages
   bool node1_zombie = false;
   for (const auto& member : status["members"]) {
     if (member["name"] == "node1") node1_zombie = member.value("zombie", false);
+    if (discovered) CHECK(member.value("discovered", false));
   }
   CHECK(node1_zombie);
+  if (discovered) CHECK(status["members"].size() == 3);
+}
+
+}  // namespace
+
+TEST_CASE("repmgr: a healthy cluster's record names the primary and pages nobody",
+          "[repmgr_integration]") {
+  RepmgrEnvironment env;
+  const auto start = env.Reach("healthy", "node1", seconds(30));
+  const nlohmann::json status = env.Status();
+  INFO(status.dump(2));
+  CHECK(status["lock"]["readable"] == true);
+  CHECK(status["lock"]["kind"] == "repmgr");
+  // Let a few rounds pass: still healthy, nothing fired.
+  CHECK_FALSE(WaitFor([&] { return env.Status().value("verdict", "") != "healthy"; }, seconds(3)));
+  CHECK(env.FiringSince(start).empty());
+}
+
+TEST_CASE("repmgr: a standby promoted by hand beside a running old primary pages it as zombie",
+          "[repmgr_integration]") {
+  RepmgrEnvironment env;
+  HandPromotionPagesTheOldPrimary(env);
+}
+
+TEST_CASE("repmgr discovery: no member listed, every node found from a seed, the primary named",
+          "[repmgr_integration][discovery]") {
+  RepmgrEnvironment env(false, true);
+  const auto start = env.Reach("healthy", "node1", seconds(30));
+  nlohmann::json status = env.Status();
+  INFO(status.dump(2));
+  std::vector<std::string> names;
+  for (const auto& member : status["members"]) {
+    names.push_back(member["name"]);
+    CHECK(member.value("discovered", false));
+  }
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"node1", "node2", "node3"});
+  CHECK(status["lock"]["dissent"].empty());
+  CHECK(status["discovery"]["not_probed"].empty());
+  CHECK(status.dump().find(RepmgrCluster::kMonitorPassword) == std::string::npos);
+  CHECK_FALSE(WaitFor([&] { return env.Status().value("verdict", "") != "healthy"; }, seconds(3)));
+  CHECK(env.FiringSince(start).empty());
+
+  // A second detector capped at two members names the third not probed.
+  int capped_port = 0;
+  auto capped = env.Start(true, 2, capped_port);
+  nlohmann::json last;
+  const bool named = WaitFor(
+      [&] {
+        last = ClusterStatus(capped_port, "demo");
+        return last.contains("discovery") && last["discovery"]["not_probed"].size() == 1 &&
+               last["members"].size() == 2;
+      },
+      seconds(30));
+  INFO(last.dump(2));
+  CHECK(named);
+}
+
+TEST_CASE("repmgr discovery: a standby promoted by hand pages the zombie, members all discovered",
+          "[repmgr_integration][discovery]") {
+  RepmgrEnvironment env(false, true);
+  HandPromotionPagesTheOldPrimary(env, true);
 }
 
 TEST_CASE("repmgr: three switchovers page nobody and the record follows each",

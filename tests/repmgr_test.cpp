@@ -383,4 +383,116 @@ TEST_CASE("config: a repmgr cluster reads PostgreSQL members and its metadata da
   CHECK(lines.size() == 2);
 }
 
+TEST_CASE("repmgr discovery: nodes come from conninfo host and port, never its password",
+          "[repmgr][discovery]") {
+  std::vector<Row> rows = {
+      {"1", "node1", "primary", "t", nullptr,
+       "host=10.0.0.1 port=5433 user=repmgr password=s3cret dbname=repmgr sslmode=require", "0"},
+      {"2", "node2", "standby", "t", "1", "host=db2.example port=5432 password='s3cret'", "0"},
+      {"3", "witness", "witness", "t", "1", "host=10.0.0.9 port=5432", "0"},
+      {"4", "node4", "standby", "f", "1", "host=fe80::4", "0"}};
+  const RepmgrCopy copy = CopyFrom(rows, "f");
+  DiscoverySpec discovery;
+  discovery.dsn = "user=splitbrain dbname=postgres";
+  discovery.password_file = "/etc/sbd/pass";
+  std::vector<MemberSpec> readers = {MemberAt("seed", 1)};
+  const RepmgrDiscovery found = DiscoverRepmgrNodes({}, readers, {copy}, discovery);
+  CHECK(found.rejected.empty());
+  REQUIRE(found.registered.size() == 3);  // the witness is no member
+  CHECK(found.registered[0].name == "node1");
+  CHECK(found.registered[0].conn_url == "postgres://10.0.0.1:5433");
+  CHECK(found.registered[1].conn_url == "postgres://db2.example:5432");
+  CHECK(found.registered[2].conn_url == "postgres://[fe80::4]:5432");
+  REQUIRE(found.copies.size() == 3);
+  for (const MemberSpec& member : found.copies) {
+    INFO(member.dsn);
+    CHECK(member.discovered);
+    CHECK(member.dsn.find("s3cret") == std::string::npos);
+    CHECK(member.dsn.find("sslmode") == std::string::npos);
+    CHECK(member.dsn.find("user=splitbrain dbname=postgres") != std::string::npos);
+    CHECK(member.password_file == discovery.password_file);
+  }
+  CHECK(found.copies[0].dsn.find("host='10.0.0.1' port='5433'") == 0);
+  CHECK(found.copies[0].address == "10.0.0.1:5433");
+}
+
+TEST_CASE("repmgr discovery: hostile conninfo is skipped with a reason; the cap holds the copies",
+          "[repmgr][discovery]") {
+  const std::string huge_host = "host=" + std::string(300, 'h') + " port=5432";
+  std::vector<Row> rows = {
+      {"1", "node1", "primary", "t", nullptr, "host=10.0.0.1 port=5432", "0"},
+      {"2", "node2", "standby", "t", "1", "host=/var/run/postgresql port=5432", "0"},
+      {"3", "node3", "standby", "t", "1", "host=10.0.0.3 port=99999", "0"},
+      {"4", "node4", "standby", "t", "1", "dbname=repmgr", "0"},
+      {"5", "node5", "standby", "t", "1", "host='bad host' port=5432", "0"},
+      {"6", "node6", "standby", "t", "1", huge_host.c_str(), "0"},
+      {"7", "node7", "standby", "t", "1", "this is not = a conninfo '", "0"},
+      {"8", "ev il", "standby", "t", "1", "host=10.0.0.8", "0"},
+      {"9", "node9", "standby", "t", "1", "host=10.0.0.9", "0"},
+      {"10", "node10", "standby", "t", "1", "host=10.0.0.10", "0"},
+      {"11", "node1", "standby", "t", "1", "host=10.0.0.11", "0"}};  // a name taken
+  const RepmgrCopy copy = CopyFrom(rows, "f");
+  DiscoverySpec discovery;
+  discovery.max_members = 2;
+  std::vector<MemberSpec> configured = {MemberAt("pg9", 1)};
+  configured[0].address = "10.0.0.9:5432";  // node9 is configured, by address
+  const RepmgrDiscovery found =
+      DiscoverRepmgrNodes(configured, {configured[0]}, {copy, Unreadable("down")}, discovery);
+  std::vector<std::string> names;
+  for (const DcsMember& member : found.registered) names.push_back(member.name);
+  CHECK(names == std::vector<std::string>{"node1", "node10"});
+  REQUIRE(found.copies.size() == 2);
+  INFO(found.rejected.size());
+  REQUIRE(found.rejected.size() == 7);
+  CHECK(found.rejected[0] ==
+        "repmgr.nodes node 2 node2: host \"/var/run/postgresql\" is not a host name or an IP "
+        "address: "
+        "not discovered");
+  CHECK(found.rejected[1] ==
+        "repmgr.nodes node 3 node3: port \"99999\" is not 1 to 65535: not discovered");
+  CHECK(found.rejected[2] == "repmgr.nodes node 4 node4: conninfo names no host: not discovered");
+  for (const std::string& why : found.rejected) CHECK(why.size() < 300);
+  // Cut to the cap: a third discovered node is registered (the scheduler names it not probed),
+  // its copy not read.
+  discovery.max_members = 1;
+  const RepmgrDiscovery capped =
+      DiscoverRepmgrNodes(configured, {configured[0]}, {copy}, discovery);
+  CHECK(capped.registered.size() == 2);
+  CHECK(capped.copies.size() == 1);
+}
+
+TEST_CASE("config: repmgr discover: true lists no member but needs seeds; the dsn is hostless",
+          "[repmgr][config][discovery]") {
+  const std::string head = "clusters:\n  - name: c\n    kind: repmgr\n    discover: true\n";
+  auto seeded = ParseConfig(head +
+                                "    discovery:\n      dsn: user=splitbrain dbname=postgres\n"
+                                "      password_env: PGPW\n      max_members: 5\n"
+                                "    repmgr:\n      seeds: [\"127.0.0.1:5432\", \"db2:6432\"]\n",
+                            "r.yml");
+  REQUIRE(std::holds_alternative<ValidatedConfig>(seeded));
+  const ClusterSpec& c = std::get<ValidatedConfig>(seeded).clusters().at(0);
+  CHECK(c.discovery.enabled);
+  CHECK(c.discovery.max_members == 5);
+  CHECK(c.repmgr_seeds == std::vector<std::string>{"127.0.0.1:5432", "db2:6432"});
+  auto errors = [](const ConfigResult& result) {
+    std::vector<std::string> lines;
+    if (const auto* e = std::get_if<std::vector<ConfigError>>(&result)) {
+      for (const ConfigError& error : *e) lines.push_back(error.ToString());
+    }
+    return lines;
+  };
+  CHECK(errors(ParseConfig(head, "r.yml")) ==
+        std::vector<std::string>{"r.yml:2:5: clusters[0].repmgr.seeds: required with discover: "
+                                 "true and no member listed: where the record is first read"});
+  CHECK(errors(ParseConfig(head + "    discovery:\n      dsn: host=x password=p\n"
+                                  "    repmgr:\n      seeds: [\"nohost\"]\n",
+                           "r.yml")) ==
+        std::vector<std::string>{
+            "r.yml:6:12: clusters[0].discovery.dsn: must not set host: discovered members take "
+            "host and port from repmgr.nodes' conninfo",
+            "r.yml:6:12: clusters[0].discovery.dsn: must not hold a password: use password_file "
+            "or password_env",
+            "r.yml:8:15: clusters[0].repmgr.seeds[0]: expected host:port"});
+}
+
 }  // namespace sbd

@@ -229,6 +229,36 @@ class ConfigParser : public ConfigReader {
     return kind;
   }
 
+  // Kinds share some keys (discover, discovery): a key of other kinds is reported once, by the
+  // first of them, and not at all when the cluster's own kind has it too.
+  static bool FirstForeignKind(const KindConfig& kind, const std::string& key,
+                               const KindConfig* own) {
+    auto has = [&](const KindConfig& k) {
+      return std::find(k.keys.begin(), k.keys.end(), key) != k.keys.end();
+    };
+    if (own && has(*own)) return false;
+    for (const KindConfig& k : Kinds()) {
+      if (has(k)) return &k == &kind;
+    }
+    return true;  // a block: only its kind has it
+  }
+
+  static std::string KindsWithKey(const std::string& key) {
+    std::vector<std::string> names;
+    for (const KindConfig& k : Kinds()) {
+      if (std::find(k.keys.begin(), k.keys.end(), key) != k.keys.end() ||
+          (k.block && key == k.block)) {
+        names.push_back(k.name);
+      }
+    }
+    std::string out;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+      out += names[i];
+    }
+    return out;
+  }
+
   // Each kind's keys (`blocks` false: Patroni's) or blocks (true), read by the cluster's kind,
   // or by every kind when `kind` was invalid. A key of another kind is reported (at the key)
   // and ignored.
@@ -242,10 +272,10 @@ class ConfigParser : public ConfigReader {
       std::vector<std::string> keys = kind.keys;
       if (kind.block) keys.insert(keys.begin(), kind.block);
       for (const std::string& key : keys) {
-        if (const Entry* entry = Optional(context.fields, key)) {
-          AddError(entry->key.Mark(), Join(context.path, key),
-                   std::string("only valid for kind: ") + kind.name);
-        }
+        const Entry* entry = Optional(context.fields, key);
+        if (!entry || !FirstForeignKind(kind, key, context.kind)) continue;
+        AddError(entry->key.Mark(), Join(context.path, key),
+                 "only valid for kind: " + KindsWithKey(key));
       }
     }
   }

@@ -246,6 +246,9 @@ struct ClusterSpec {
   PgAutoFailoverSpec pg_auto_failover;
   /// repmgr: the metadata database every member's copy of repmgr.nodes is read from.
   std::string repmgr_database = "repmgr";
+  /// repmgr with discover: true: host:port of servers whose copy of the record is read until
+  /// the record names its nodes (`repmgr.seeds`); they need not be members.
+  std::vector<std::string> repmgr_seeds;
   /// Opt-in remediation of a confirmed zombie; off without a `remediation:` block.
   RemediationSpec remediation;
 };

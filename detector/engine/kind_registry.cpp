@@ -43,7 +43,9 @@ std::unique_ptr<LockStore> RedisSentinelStore(const ClusterSpec& spec) {
 }
 
 std::unique_ptr<LockStore> RepmgrNodesStore(const ClusterSpec& spec) {
-  return std::make_unique<RepmgrStore>(spec.members, spec.repmgr_database, spec.probe_timeout);
+  return std::make_unique<RepmgrStore>(spec.members, spec.repmgr_database, spec.probe_timeout,
+                                       EventLoop::Shared(),
+                                       RepmgrDiscoverySettings{spec.discovery, spec.repmgr_seeds});
 }
 
 std::string RepmgrNodesRecord(const ClusterSpec& spec) {

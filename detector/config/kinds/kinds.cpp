@@ -14,8 +14,8 @@ const std::vector<KindConfig>& Kinds() {
     {"k8s_lease",     true,  false, "k8s_lease",     {},                                                      ParseK8sLease,     ParseClaimMember, &kLeaseWords, RemediationSupport::kHook},
     {"etcd_election", true,  false, "etcd_election", {},                                                      ParseEtcdElection, ParseClaimMember, &kLockWords, RemediationSupport::kHook},
     {"zookeeper_lock", true, false, "zookeeper_lock", {},                                                     ParseZooKeeperLock, ParseClaimMember, &kLockWords, RemediationSupport::kHook},
-    {"pg_auto_failover", false, false, "pg_auto_failover", {},                                            ParsePgAutoFailover, ParsePostgresMember, &kWritableWords, RemediationSupport::kPostgresFence},
-    {"repmgr",        false, false, "repmgr",        {},                                                      ParseRepmgr,       ParsePostgresMember, &kWritableWords, RemediationSupport::kPostgresFence},
+    {"pg_auto_failover", false, false, "pg_auto_failover", {"discover", "discovery"},                    ParsePgAutoFailover, ParsePostgresMember, &kWritableWords, RemediationSupport::kPostgresFence},
+    {"repmgr",        false, false, "repmgr",        {"discover", "discovery"},                               ParseRepmgr,       ParsePostgresMember, &kWritableWords, RemediationSupport::kPostgresFence},
   };
   // clang-format on
   return kinds;

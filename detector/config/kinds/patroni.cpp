@@ -41,24 +41,6 @@ void ParseZooKeeper(ConfigReader& r, const Entry& entry, const std::string& path
   cluster.patroni_zookeeper = std::move(spec);
 }
 
-// Settings for members found in the DCS: their host and port come from there, so the dsn may
-// not set them, and the password must come from a file or the environment.
-void ParseDiscovery(ConfigReader& r, const Entry& entry, const std::string& path,
-                    DiscoverySpec& discovery) {
-  const std::optional<Fields> fields = r.ReadMapping(
-      entry, path, {"dsn", "password_file", "password_env", "max_members", "expire_after"});
-  if (!fields) return;
-  r.PasswordSources(*fields, path, discovery.password_file, discovery.password_env);
-  if (const Entry* max = r.Optional(*fields, "max_members")) {
-    discovery.max_members =
-        r.Count(*max, Join(path, "max_members"), 1, 1000).value_or(discovery.max_members);
-  }
-  const ConfigReader::Timing expire = r.Duration(*fields, path, "expire_after", Millis(1000));
-  if (expire.ok && expire.given) discovery.expire_after = *expire.given;
-  discovery.dsn = r.HostlessDsn(r.Optional(*fields, "dsn"), Join(path, "dsn"),
-                                "discovered members take host and port from the DCS");
-}
-
 }  // namespace
 
 // Patroni: scope, namespace, etcd, discover and discovery, keys of the cluster itself. Patroni's
@@ -85,20 +67,7 @@ void ParsePatroni(ConfigReader& r, ClusterContext& context, ClusterSpec& cluster
   } else if (!etcd && !zookeeper && context.kind) {
     r.AddError(context.node.Mark(), Join(path, "etcd"), "required (or zookeeper)");
   }
-  // Whether members are discovered; nullopt when `discover` was invalid (reported), which
-  // waives the check for an empty member list rather than guessing.
-  std::optional<bool> discover = false;
-  if (const Entry* entry = r.Optional(fields, "discover")) {
-    discover = r.Bool(*entry, Join(path, "discover"));
-    cluster.discovery.enabled = discover.value_or(false);
-  }
-  if (const Entry* discovery = r.Optional(fields, "discovery")) {
-    ParseDiscovery(r, *discovery, Join(path, "discovery"), cluster.discovery);
-  }
-  context.members_optional = discover.value_or(true);
-  if (context.kind) {
-    context.no_members_error = "must list at least one member or set discover: true";
-  }
+  ParseDiscover(r, context, cluster, "the DCS");
 }
 
 }  // namespace sbd

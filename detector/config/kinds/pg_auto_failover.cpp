@@ -33,8 +33,10 @@ void ParseMonitor(ConfigReader& r, const Fields& block, const Entry& entry, cons
 
 }  // namespace
 
-// pg_auto_failover: the monitor's DSN and password source, the formation and the group.
+// pg_auto_failover: the monitor's DSN and password source, the formation and the group; and
+// discover/discovery, members found in the monitor's nodes.
 void ParsePgAutoFailover(ConfigReader& r, ClusterContext& context, ClusterSpec& cluster) {
+  ParseDiscover(r, context, cluster, "the monitor's pgautofailover.node");
   const std::string block = Join(context.path, "pg_auto_failover");
   const Entry* entry = r.Optional(context.fields, "pg_auto_failover");
   if (!entry) {

@@ -62,6 +62,48 @@ std::optional<ResourceWitnessSpec> ParseResourceWitness(ConfigReader& r, const E
   return witness;
 }
 
+namespace {
+
+// Settings for members found in the record: their host and port come from there, so the dsn may
+// not set them, and the password must come from a file or the environment.
+void ParseDiscovery(ConfigReader& r, const Entry& entry, const std::string& path,
+                    DiscoverySpec& discovery, const std::string& record) {
+  const std::optional<Fields> fields = r.ReadMapping(
+      entry, path, {"dsn", "password_file", "password_env", "max_members", "expire_after"});
+  if (!fields) return;
+  r.PasswordSources(*fields, path, discovery.password_file, discovery.password_env);
+  if (const Entry* max = r.Optional(*fields, "max_members")) {
+    discovery.max_members =
+        r.Count(*max, Join(path, "max_members"), 1, 1000).value_or(discovery.max_members);
+  }
+  const ConfigReader::Timing expire = r.Duration(*fields, path, "expire_after", Millis(1000));
+  if (expire.ok && expire.given) discovery.expire_after = *expire.given;
+  const std::string from = "discovered members take host and port from " + record;
+  discovery.dsn = r.HostlessDsn(r.Optional(*fields, "dsn"), Join(path, "dsn"), from.c_str());
+}
+
+}  // namespace
+
+void ParseDiscover(ConfigReader& r, ClusterContext& context, ClusterSpec& cluster,
+                   const char* record) {
+  const Fields& fields = context.fields;
+  const std::string& path = context.path;
+  // Whether members are discovered; nullopt when `discover` was invalid (reported), which
+  // waives the check for an empty member list rather than guessing.
+  std::optional<bool> discover = false;
+  if (const Entry* entry = r.Optional(fields, "discover")) {
+    discover = r.Bool(*entry, Join(path, "discover"));
+    cluster.discovery.enabled = discover.value_or(false);
+  }
+  if (const Entry* discovery = r.Optional(fields, "discovery")) {
+    ParseDiscovery(r, *discovery, Join(path, "discovery"), cluster.discovery, record);
+  }
+  context.members_optional = discover.value_or(true);
+  if (context.kind) {
+    context.no_members_error = "must list at least one member or set discover: true";
+  }
+}
+
 }  // namespace kind_parsing
 
 using namespace cfg;

@@ -1,7 +1,8 @@
 #pragma once
 
 // Readers more than one kind uses: Redis addresses (redis, redis_lease), etcd gateway endpoints
-// (patroni, etcd_election) and the claim query of the application lease kinds.
+// (patroni, etcd_election), discovery (patroni, repmgr, pg_auto_failover) and the claim query of
+// the application lease kinds.
 
 #include <optional>
 #include <string>
@@ -10,6 +11,8 @@
 #include "detector/config/config_reader.h"
 
 namespace sbd {
+struct ClusterContext;
+struct ClusterSpec;
 struct ZooKeeperLockSpec;
 struct ResourceWitnessSpec;
 namespace kind_parsing {
@@ -35,6 +38,13 @@ std::vector<std::string> EtcdEndpoints(ConfigReader& r, const Entry& endpoints,
 /// values.
 void ParseZooKeeperEnsemble(ConfigReader& r, const Entry& block, const Fields& fields,
                             const std::string& path, ZooKeeperLockSpec& spec);
+
+/// `discover` and `discovery` (dsn, password_file or password_env, max_members, expire_after)
+/// of a kind whose record registers its members (Patroni's DCS, repmgr.nodes, the monitor's
+/// nodes): read into `cluster.discovery`; with discover: true the cluster may list no member.
+/// `record` words where discovered members' host and port come from ("the DCS").
+void ParseDiscover(ConfigReader& r, ClusterContext& context, ClusterSpec& cluster,
+                   const char* record);
 
 /// The claim's metric, the label naming the lock and its value, and the token's label.
 /// Also the resource witness's query (`witness`): its url instead of a token label.
