@@ -102,9 +102,10 @@ struct LoopbackForwarder::State {
   }
 };
 
-LoopbackForwarder::LoopbackForwarder(int port) : state_(std::make_shared<State>()) {
+LoopbackForwarder::LoopbackForwarder(int port, const std::string& address, int listen_port)
+    : state_(std::make_shared<State>()), listen_port_(listen_port > 0 ? listen_port : port) {
   state_->port = port;
-  state_->listen_fd = Listen("127.0.0.2", port);
+  state_->listen_fd = Listen(address.c_str(), listen_port_);
   state_->acceptor = std::thread([state = state_] { state->Accept(); });
 }
 
@@ -154,14 +155,15 @@ PafFormation::PafFormation(int nodes) : root_(std::make_unique<TempDir>("sbd-paf
     node.port = FreeLoopbackPort();
     node.pgdata = dir_ + "/" + node.name;
     node.forwarder = std::make_unique<LoopbackForwarder>(node.port);
-    node.pid =
-        SpawnAutoctl({"create", "postgres", "--pgdata", node.pgdata, "--pgport",
-                      std::to_string(node.port), "--hostname", "127.0.0.2", "--listen", "127.0.0.1",
-                      "--name", node.name, "--auth", "trust", "--no-ssl", "--monitor",
-                      "postgres://autoctl_node@127.0.0.1:" + std::to_string(monitor_port_) +
-                          "/pg_auto_failover?sslmode=disable",
-                      "--run"},
-                     node.name);
+    node.monitor_link =
+        std::make_unique<LoopbackForwarder>(monitor_port_, "127.0.0.1", FreeLoopbackPort());
+    const std::string link = "127.0.0.1:" + std::to_string(node.monitor_link->listen_port());
+    node.pid = SpawnAutoctl(
+        {"create", "postgres", "--pgdata", node.pgdata, "--pgport", std::to_string(node.port),
+         "--hostname", "127.0.0.2", "--listen", "127.0.0.1", "--name", node.name, "--auth", "trust",
+         "--no-ssl", "--monitor",
+         "postgres://autoctl_node@" + link + "/pg_auto_failover?sslmode=disable", "--run"},
+        node.name);
     nodes_.push_back(std::move(node));
     const std::string want = i == 1 ? "'single', 'wait_primary', 'primary'" : "'secondary'";
     const std::string sql = "SELECT count(*) FROM pgautofailover.node WHERE nodename = '" +

@@ -3,7 +3,8 @@
 // timeouts cut to seconds. Each node's PostgreSQL listens on 127.0.0.1 only; the monitor and the
 // other nodes reach it through a TCP forwarder on 127.0.0.2 (its registered nodehost), which a
 // test can cut to partition the node from the formation while clients on 127.0.0.1 still reach
-// it.
+// it; each keeper reaches the monitor through a forwarder of its own, cut to partition the
+// keeper from the monitor.
 #pragma once
 
 #include <sys/types.h>
@@ -17,20 +18,24 @@
 
 namespace sbd::testing {
 
-/// Forwards connections from 127.0.0.2:port to 127.0.0.1:port. Cut() refuses new ones and
-/// closes the live ones; Mend() accepts again. Thread-safe; non-copyable.
+/// Forwards connections from address:listen_port (default 127.0.0.2:port) to 127.0.0.1:port.
+/// Cut() refuses new ones and closes the live ones; Mend() accepts again. Thread-safe;
+/// non-copyable.
 class LoopbackForwarder {
  public:
-  explicit LoopbackForwarder(int port);
+  explicit LoopbackForwarder(int port, const std::string& address = "127.0.0.2",
+                             int listen_port = 0);
   ~LoopbackForwarder();
   LoopbackForwarder(const LoopbackForwarder&) = delete;
   LoopbackForwarder& operator=(const LoopbackForwarder&) = delete;
   void Cut();
   void Mend();
+  int listen_port() const { return listen_port_; }
 
  private:
   struct State;
   std::shared_ptr<State> state_;
+  int listen_port_;
 };
 
 /// One node: its name in the monitor, its port, its data directory, its pg_autoctl.
@@ -40,6 +45,9 @@ struct PafNode {
   std::string pgdata;
   pid_t pid = -1;  ///< the top pg_autoctl process
   std::unique_ptr<LoopbackForwarder> forwarder;
+  /// The keeper's way to the monitor (a port of its own on 127.0.0.1): cut with `forwarder`,
+  /// the node is partitioned from the monitor too, and its keeper knows it.
+  std::unique_ptr<LoopbackForwarder> monitor_link;
   /// "host=127.0.0.1 port=P user=postgres dbname=postgres": the node's PostgreSQL, directly.
   std::string Dsn() const;
 };
@@ -79,10 +87,11 @@ class PafFormation {
   std::string States() const;
   /// A monitor query as the postgres superuser; "" on failure.
   std::string MonitorQuery(const std::string& sql) const;
+  /// The last 4000 bytes of a node's pg_autoctl log ("monitor" for the monitor's), for messages.
+  std::string Log(const std::string& name) const;
 
  private:
   pid_t SpawnAutoctl(const std::vector<std::string>& args, const std::string& log);
-  std::string Log(const std::string& name) const;
 
   std::unique_ptr<TempDir> root_;
   std::string dir_;
