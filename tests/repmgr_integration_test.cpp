@@ -196,6 +196,46 @@ TEST_CASE("repmgr discovery: no member listed, every node found from a seed, the
   CHECK(named);
 }
 
+TEST_CASE("repmgr discovery: hostile repmgr.nodes rows on a real server are skipped, saying why",
+          "[repmgr_integration][discovery]") {
+  RepmgrEnvironment env(false, true);
+  env.Reach("healthy", "node1", seconds(30));
+  // Rows anyone with write access to the repmgr schema can add; written on the primary, they
+  // replicate to every copy. None names a server the detector may probe.
+  const std::string huge = std::string(300, 'h');
+  env.cluster.Query(
+      0,
+      "INSERT INTO repmgr.nodes (node_id, upstream_node_id, active, node_name, type, conninfo, "
+      "repluser, config_file) VALUES "
+      "(91, 1, true, 'sock', 'standby', 'host=/tmp port=5432 password=topsecret', 'r', '/x'), "
+      "(92, 1, true, 'oddport', 'standby', 'host=127.0.0.1 port=70000', 'r', '/x'), "
+      "(93, 1, true, 'huge', 'standby', 'host=" +
+          huge +
+          " port=5432', 'r', '/x'), "
+          "(94, 1, true, 'ev il', 'standby', 'host=127.0.0.1 port=5432', 'r', '/x'), "
+          "(95, 1, true, 'nohost', 'standby', 'dbname=repmgr password=topsecret', 'r', '/x')");
+  nlohmann::json status;
+  const bool seen = WaitFor(
+      [&] {
+        status = env.Status();
+        return status["lock"]["rejected_keys"].size() >= 5;
+      },
+      seconds(20));
+  INFO(status.dump(2));
+  REQUIRE(seen);
+  const std::string rejected = status["lock"]["rejected_keys"].dump();
+  CHECK(rejected.find("node 91 sock: host \\\"/tmp\\\" is not a host name") != std::string::npos);
+  CHECK(rejected.find("node 92 oddport: port \\\"70000\\\" is not 1 to 65535") !=
+        std::string::npos);
+  CHECK(rejected.find("node 93 huge: host") != std::string::npos);
+  CHECK(rejected.find("node 94 name \\\"ev il\\\" is not 1 to 63") != std::string::npos);
+  CHECK(rejected.find("conninfo names no host") != std::string::npos);
+  CHECK(status["members"].size() == 3);
+  CHECK(status["verdict"] == "healthy");
+  CHECK(status.dump().find("topsecret") == std::string::npos);
+  CHECK(env.detector->Log().find("topsecret") == std::string::npos);
+}
+
 TEST_CASE("repmgr discovery: a standby promoted by hand pages the zombie, members all discovered",
           "[repmgr_integration][discovery]") {
   RepmgrEnvironment env(false, true);
