@@ -100,9 +100,7 @@ void CheckLoopThread(EventLoop& loop, const char* what) {
 
 // Nothing of libuv is touched here: an owner may be built on any thread (the scheduler builds
 // probes on the thread that loads the config) while the loop runs.
-LoopTimer::LoopTimer(EventLoop& loop) : loop_(loop), handle_(new Handle) {
-  handle_->timer.data = handle_;
-}
+LoopTimer::LoopTimer(EventLoop& loop) : loop_(loop), handle_(new Handle) {}
 
 LoopTimer::~LoopTimer() {
   if (!handle_->initialized) {
@@ -121,7 +119,7 @@ void LoopTimer::Arm(std::chrono::steady_clock::time_point at, std::function<void
   CheckLoopThread(loop_, "a timer armed");
   if (!handle_->initialized) {
     uv_timer_init(loop_.loop(), &handle_->timer);
-    handle_->timer.data = handle_;
+    handle_->timer.data = handle_;  // after the init, which owns the handle's fields
     // uv_close uses the close callback stored here when the loop shuts down (see RunPosted).
     handle_->timer.close_cb = [](uv_handle_t* h) { delete static_cast<Handle*>(h->data); };
     handle_->initialized = true;
