@@ -490,6 +490,7 @@ void Scheduler::ArmNextRound(ClusterRuntime& cluster, SteadyClock::time_point fo
 std::vector<ClusterSnapshot> Scheduler::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ClusterSnapshot> out;
+  out.reserve(clusters_.size());  // each snapshot copied once, never again as the vector grows
   for (const auto& cluster : clusters_) {
     out.push_back(cluster->state);
     if (cluster->watch) out.back().watch = cluster->watch->Status();
