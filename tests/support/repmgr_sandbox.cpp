@@ -150,11 +150,21 @@ std::string RepmgrCluster::MemberDsn(size_t index) const {
          " user=splitbrain dbname=postgres";
 }
 
-std::string RepmgrCluster::Repmgr(size_t index, const std::vector<std::string>& args) const {
+std::vector<std::string> RepmgrCluster::RepmgrArgv(size_t index,
+                                                   const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {"env", "PATH=" + root() + "/bin:/usr/bin:/bin", "repmgr", "-f",
                                    nodes_[index].dir + "/repmgr.conf"};
   argv.insert(argv.end(), args.begin(), args.end());
-  return Run(argv, seconds(120));
+  return argv;
+}
+
+std::string RepmgrCluster::Repmgr(size_t index, const std::vector<std::string>& args) const {
+  return Run(RepmgrArgv(index, args), seconds(120));
+}
+
+CommandResult RepmgrCluster::TryRepmgr(size_t index, const std::vector<std::string>& args,
+                                       seconds timeout) const {
+  return RunCommand(RepmgrArgv(index, args), true, timeout);
 }
 
 std::string RepmgrCluster::Query(size_t index, const std::string& sql,

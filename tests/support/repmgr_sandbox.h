@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
 namespace sbd::testing {
@@ -45,6 +46,10 @@ class RepmgrCluster {
   /// `repmgr -f <node's repmgr.conf> args...` with an ssh that runs its command on this host
   /// (every node is here); throws with the output on failure. Returns the output.
   std::string Repmgr(size_t index, const std::vector<std::string>& args) const;
+  /// The same command, its exit code and output whatever they are (-1 past `timeout`); safe to
+  /// call from another thread while the cluster stands.
+  CommandResult TryRepmgr(size_t index, const std::vector<std::string>& args,
+                          std::chrono::seconds timeout) const;
   /// psql as postgres on the node's database `database`; throws on failure.
   std::string Query(size_t index, const std::string& sql,
                     const std::string& database = "repmgr") const;
@@ -60,6 +65,7 @@ class RepmgrCluster {
   void WriteRepmgrConf(const Node& node) const;
   void StartServer(const Node& node) const;
   void StartRepmgrd();
+  std::vector<std::string> RepmgrArgv(size_t index, const std::vector<std::string>& args) const;
 
   std::unique_ptr<TempDir> root_;
   std::string password_file_;
