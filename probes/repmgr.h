@@ -117,12 +117,15 @@ struct RepmgrDiscoverySettings {
 /// FoldRepmgrCopies, unless RepmgrRecordLag holds the read back. With discovery, the copies of
 /// the nodes found at the previous read (DiscoverRepmgrNodes) are read beside the members', and
 /// the view registers them; with no member known, the seeds are read first, in the same read.
-/// Read-only. Start() on the loop thread, one at a time; the object may be destroyed on any
-/// thread.
+/// With a `witness` (repmgr's witness node), its copy is read last beside the others' and folded
+/// as one more copy: it stands for no node (MemberOf never maps to it) and, never promoted, is
+/// left out of RepmgrRecordLag. Read-only. Start() on the loop thread, one at a time; the object
+/// may be destroyed on any thread.
 class RepmgrStore : public AsyncLockStore {
  public:
   RepmgrStore(std::vector<MemberSpec> members, std::string database, Millis timeout,
-              EventLoop& loop = EventLoop::Shared(), RepmgrDiscoverySettings discovery = {});
+              EventLoop& loop = EventLoop::Shared(), RepmgrDiscoverySettings discovery = {},
+              std::optional<MemberSpec> witness = std::nullopt);
   ~RepmgrStore() override;
   RepmgrStore(const RepmgrStore&) = delete;
   RepmgrStore& operator=(const RepmgrStore&) = delete;

@@ -33,13 +33,16 @@ struct RepmgrStore::Session : std::enable_shared_from_this<Session> {
   };
 
   Session(EventLoop& loop, std::vector<MemberSpec> members, std::string database, Millis timeout,
-          RepmgrDiscoverySettings discovery)
+          RepmgrDiscoverySettings discovery, std::optional<MemberSpec> witness)
       : loop(loop),
         configured(std::move(members)),
         database(std::move(database)),
         timeout(timeout),
         settings(std::move(discovery)),
-        timer(loop) {}
+        witness(std::move(witness)),
+        timer(loop) {
+    if (this->witness) this->witness->address.clear();  // stands for no node
+  }
   ~Session() {
     for (size_t i = 0; i < copies.size(); ++i) Drop(i);
   }
@@ -62,9 +65,10 @@ struct RepmgrStore::Session : std::enable_shared_from_this<Session> {
   std::string database;
   Millis timeout;
   RepmgrDiscoverySettings settings;
-  std::vector<MemberSpec> found;    ///< the nodes discovered at the last read
-  std::vector<MemberSpec> members;  ///< the servers this read asks, copies[i] from members[i]
-  bool seeding = false;             ///< this read asks the seeds, whose copies only find nodes
+  std::optional<MemberSpec> witness;  ///< read last, unless seeding
+  std::vector<MemberSpec> found;      ///< the nodes discovered at the last read
+  std::vector<MemberSpec> members;    ///< the servers this read asks, copies[i] from members[i]
+  bool seeding = false;               ///< this read asks the seeds, whose copies only find nodes
   SteadyClock::time_point deadline;
   LoopTimer timer;
   std::uint64_t read = 0;
@@ -79,12 +83,15 @@ void RepmgrStore::Session::Start(SteadyClock::time_point until, Done answer) {
   ReadAll(until);
 }
 
-// The configured members and the nodes found last; with neither, and discovery on, the seeds.
+// The configured members, the nodes found last and the witness; with no node known, and
+// discovery on, the seeds.
 std::vector<MemberSpec> RepmgrStore::Session::Readers() const {
   std::vector<MemberSpec> readers = configured;
-  if (!settings.discovery.enabled) return readers;
-  readers.insert(readers.end(), found.begin(), found.end());
-  if (!readers.empty()) return readers;
+  if (settings.discovery.enabled) readers.insert(readers.end(), found.begin(), found.end());
+  if (!readers.empty() || !settings.discovery.enabled) {
+    if (witness) readers.push_back(*witness);
+    return readers;
+  }
   const DiscoverySpec& discovery = settings.discovery;
   for (const std::string& seed : settings.seeds) {
     readers.push_back(MemberAt("seed " + seed, SplitHostPort(seed), discovery.dsn,
@@ -269,7 +276,13 @@ void RepmgrStore::Session::Reply(std::vector<Answer> all) {
         ProbeFailure{ProbeFailureReason::kConnectionLost,
                      "discovery found no node in the seeds' copies of repmgr's record" + said});
   }
-  if (auto held = RepmgrRecordLag(members, all, lag, WallClock::now())) return reply(*held);
+  // The witness (last) is never promoted: out of recovery, it is no promotion in flight.
+  const size_t nodes = members.size() - (witness ? 1 : 0);
+  const std::vector<MemberSpec> promotable(members.begin(), members.begin() + nodes);
+  const std::vector<Answer> promotable_copies(all.begin(), all.begin() + nodes);
+  if (auto held = RepmgrRecordLag(promotable, promotable_copies, lag, WallClock::now())) {
+    return reply(*held);
+  }
   auto record = FoldRepmgrCopies(members, all);
   if (auto* view = std::get_if<DcsView>(&record); view && discovery) {
     view->members = std::move(discovery->registered);
@@ -295,10 +308,11 @@ void RepmgrStore::Session::Close() {
 }
 
 RepmgrStore::RepmgrStore(std::vector<MemberSpec> members, std::string database, Millis timeout,
-                         EventLoop& loop, RepmgrDiscoverySettings discovery)
+                         EventLoop& loop, RepmgrDiscoverySettings discovery,
+                         std::optional<MemberSpec> witness)
     : loop_(loop),
       session_(std::make_shared<Session>(loop, std::move(members), std::move(database), timeout,
-                                         std::move(discovery))) {}
+                                         std::move(discovery), std::move(witness))) {}
 
 RepmgrStore::~RepmgrStore() {
   // The session's handles belong to the loop: close them there.

@@ -43,13 +43,14 @@ std::unique_ptr<LockStore> RedisSentinelStore(const ClusterSpec& spec) {
 }
 
 std::unique_ptr<LockStore> RepmgrNodesStore(const ClusterSpec& spec) {
-  return std::make_unique<RepmgrStore>(spec.members, spec.repmgr_database, spec.probe_timeout,
-                                       EventLoop::Shared(),
-                                       RepmgrDiscoverySettings{spec.discovery, spec.repmgr_seeds});
+  return std::make_unique<RepmgrStore>(
+      spec.members, spec.repmgr_database, spec.probe_timeout, EventLoop::Shared(),
+      RepmgrDiscoverySettings{spec.discovery, spec.repmgr_seeds}, spec.repmgr_witness);
 }
 
 std::string RepmgrNodesRecord(const ClusterSpec& spec) {
-  return "repmgr.nodes in each member's database " + spec.repmgr_database;
+  return "repmgr.nodes in each member's database " + spec.repmgr_database +
+         (spec.repmgr_witness ? " and the witness's" : "");
 }
 
 std::string RedisSentinelRecord(const ClusterSpec& spec) {

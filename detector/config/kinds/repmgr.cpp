@@ -19,11 +19,37 @@ void ParseSeeds(ConfigReader& r, const Entry& entry, const std::string& path,
   }
 }
 
+// repmgr's witness node (`repmgr witness register`): a server outside replication holding its
+// own copy of repmgr.nodes. Read as one more copy, never a member: it has no name to choose.
+void ParseWitness(ConfigReader& r, const Entry& entry, const std::string& path,
+                  ClusterSpec& cluster) {
+  const std::optional<Fields> fields =
+      r.ReadMapping(entry, path, {"dsn", "password_file", "password_env"});
+  if (!fields) return;
+  MemberSpec witness;
+  witness.name = "witness";
+  r.PasswordSources(*fields, path, witness.password_file, witness.password_env);
+  const Entry* dsn = r.Required(*fields, entry.value, path, "dsn");
+  std::optional<ParsedDsn> parsed = dsn ? r.Dsn(*dsn, Join(path, "dsn")) : std::nullopt;
+  if (!parsed) return;
+  witness.dsn = std::move(parsed->dsn);
+  witness.address = std::move(parsed->address);
+  witness.inline_password = std::move(parsed->password);
+  for (const char* key : {"password_file", "password_env"}) {
+    const Entry* source = r.Optional(*fields, key);
+    if (witness.inline_password && source) {
+      r.AddError(source->Mark(), Join(path, key),
+                 std::string("password given both inline in dsn and in ") + key);
+    }
+  }
+  cluster.repmgr_witness = std::move(witness);
+}
+
 }  // namespace
 
 // repmgr: members are PostgreSQL servers (ParsePostgresMember); the optional block names the
 // metadata database each member's copy of repmgr.nodes is read from (repmgr's default: repmgr)
-// and, for discovery, the seeds.
+// and, for discovery, the seeds; and the witness node, whose copy is read beside the members'.
 void ParseRepmgr(ConfigReader& r, ClusterContext& context, ClusterSpec& cluster) {
   ParseDiscover(r, context, cluster, "repmgr.nodes' conninfo");
   const Entry* entry = r.Optional(context.fields, "repmgr");
@@ -37,7 +63,8 @@ void ParseRepmgr(ConfigReader& r, ClusterContext& context, ClusterSpec& cluster)
                "read");
   }
   if (!entry) return;
-  const std::optional<Fields> fields = r.ReadMapping(*entry, block, {"database", "seeds"});
+  const std::optional<Fields> fields =
+      r.ReadMapping(*entry, block, {"database", "seeds", "witness"});
   if (!fields) return;
   if (const Entry* database = r.Optional(*fields, "database")) {
     const std::string at = Join(block, "database");
@@ -51,6 +78,9 @@ void ParseRepmgr(ConfigReader& r, ClusterContext& context, ClusterSpec& cluster)
   }
   if (const Entry* seeds = r.Optional(*fields, "seeds")) {
     ParseSeeds(r, *seeds, Join(block, "seeds"), cluster);
+  }
+  if (const Entry* witness = r.Optional(*fields, "witness")) {
+    ParseWitness(r, *witness, Join(block, "witness"), cluster);
   }
 }
 

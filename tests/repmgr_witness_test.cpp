@@ -1,0 +1,182 @@
+// repmgr's witness node as a witness of the record, with no server: `repmgr.witness` parsed with
+// a member's connection checks, its copy folded as one more copy (it can make the majority, and
+// never stands for a node), and the store reading it beside the members.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "detector/config/config.h"
+#include "probes/repmgr.h"
+
+namespace sbd {
+namespace {
+
+std::vector<std::string> Errors(const ConfigResult& result) {
+  std::vector<std::string> lines;
+  if (const auto* e = std::get_if<std::vector<ConfigError>>(&result)) {
+    for (const ConfigError& error : *e) lines.push_back(error.ToString());
+  }
+  return lines;
+}
+
+const std::string kHead =
+    "clusters:\n  - name: c\n    kind: repmgr\n"
+    "    members:\n      - name: pg1\n        dsn: host=10.0.0.1 port=5432 user=x\n"
+    "    repmgr:\n      witness:\n";
+
+// One copy: `primary` (1 or 2) the active primary of two nodes, at `promotions`.
+RepmgrCopy CopyNaming(int primary, std::int64_t promotions) {
+  RepmgrCopy copy;
+  for (int id = 1; id <= 2; ++id) {
+    RepmgrNode node;
+    node.node_id = id;
+    node.node_name = "node" + std::to_string(id);
+    node.type = id == primary ? "primary" : "standby";
+    node.active = true;
+    node.address = "10.0.0." + std::to_string(id) + ":5432";
+    copy.nodes.push_back(node);
+  }
+  copy.promotions = promotions;
+  copy.in_recovery = false;
+  return copy;
+}
+
+MemberSpec Member(const std::string& name, const std::string& address) {
+  MemberSpec member;
+  member.name = name;
+  member.address = address;
+  member.dsn = "host=" + address.substr(0, address.find(':')) + " port=5432";
+  return member;
+}
+
+// A loopback listener that never accepts: connects complete in the kernel, nothing answers.
+struct SilentListener {
+  int fd = -1;
+  int port = 0;
+  SilentListener() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0);
+    REQUIRE(::listen(fd, 16) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    port = ntohs(address.sin_port);
+  }
+  ~SilentListener() { ::close(fd); }
+};
+
+}  // namespace
+
+TEST_CASE("config: repmgr.witness is read with a member's dsn and password checks",
+          "[repmgr][config][witness]") {
+  auto good =
+      ParseConfig(kHead +
+                      "        dsn: host=10.0.0.9 port=5432 user=splitbrain dbname=postgres\n"
+                      "        password_file: /etc/sbd/witness.pass\n",
+                  "r.yml");
+  REQUIRE(std::holds_alternative<ValidatedConfig>(good));
+  const ClusterSpec& c = std::get<ValidatedConfig>(good).clusters().at(0);
+  REQUIRE(c.repmgr_witness.has_value());
+  CHECK(c.repmgr_witness->name == "witness");
+  CHECK(c.repmgr_witness->address == "10.0.0.9:5432");
+  CHECK(c.repmgr_witness->password_file == "/etc/sbd/witness.pass");
+  CHECK(c.members.size() == 1);  // never a member
+
+  auto none = ParseConfig(
+      "clusters:\n  - name: c\n    kind: repmgr\n"
+      "    members:\n      - name: pg1\n        dsn: host=10.0.0.1 port=5432 user=x\n",
+      "r.yml");
+  REQUIRE(std::holds_alternative<ValidatedConfig>(none));
+  CHECK_FALSE(std::get<ValidatedConfig>(none).clusters().at(0).repmgr_witness.has_value());
+
+  CHECK(Errors(ParseConfig(kHead + "        password_env: PW\n        role: x\n", "r.yml")) ==
+        std::vector<std::string>{"r.yml:9:9: clusters[0].repmgr.witness.dsn: required",
+                                 "r.yml:10:9: clusters[0].repmgr.witness.role: unknown key"});
+  CHECK(Errors(ParseConfig(kHead + "        dsn: \"host=w port=5432 password=s3cret\"\n"
+                                   "        password_file: /p\n        password_env: PW\n",
+                           "r.yml")) ==
+        std::vector<std::string>{
+            "r.yml:10:24: clusters[0].repmgr.witness.password_file: password given both inline "
+            "in dsn and in password_file",
+            "r.yml:11:23: clusters[0].repmgr.witness.password_env: only one of password_file "
+            "and password_env may be set",
+            "r.yml:11:23: clusters[0].repmgr.witness.password_env: password given both inline "
+            "in dsn and in password_env"});
+  const auto bad_dsn = Errors(ParseConfig(kHead + "        dsn: host=w bogus=1\n", "r.yml"));
+  REQUIRE(bad_dsn.size() == 1);
+  CHECK(bad_dsn[0].find("r.yml:9:14: clusters[0].repmgr.witness.dsn: ") == 0);
+  const auto scalar = Errors(
+      ParseConfig("clusters:\n  - name: c\n    kind: repmgr\n"
+                  "    members:\n      - name: pg1\n        dsn: host=10.0.0.1 port=5432 user=x\n"
+                  "    repmgr:\n      witness: host=w\n",
+                  "r.yml"));
+  REQUIRE(scalar.size() == 1);
+  CHECK(scalar[0].find("r.yml:8:16: clusters[0].repmgr.witness: ") == 0);
+  // No error shows the password.
+  for (const std::string& line : Errors(ParseConfig(
+           kHead + "        dsn: \"host=w password=s3cret\"\n        password_env: PW\n",
+           "r.yml"))) {
+    CHECK(line.find("s3cret") == std::string::npos);
+  }
+}
+
+TEST_CASE("repmgr: the witness's copy counts in the majority and is shown, never a node",
+          "[repmgr][witness]") {
+  // Two members whose copies disagree at the same promotion count: no majority of two.
+  const std::vector<MemberSpec> members = {Member("pg1", "10.0.0.1:5432"),
+                                           Member("pg2", "10.0.0.2:5432")};
+  const std::vector<std::variant<RepmgrCopy, ProbeFailure>> split = {CopyNaming(1, 1),
+                                                                     CopyNaming(2, 1)};
+  CHECK(std::holds_alternative<ProbeFailure>(FoldRepmgrCopies(members, split)));
+
+  // The witness (read last, standing for no node) agrees with pg1's copy: two of three.
+  std::vector<MemberSpec> with_witness = members;
+  with_witness.push_back(Member("witness", ""));
+  auto copies = split;
+  copies.push_back(CopyNaming(1, 1));
+  auto record = FoldRepmgrCopies(with_witness, copies);
+  REQUIRE(std::holds_alternative<DcsView>(record));
+  const DcsView& view = std::get<DcsView>(record);
+  CHECK(view.holder == "pg1");
+  CHECK(view.endpoint == "pg1,pg2,witness");
+  REQUIRE(view.dissent.size() == 1);
+  CHECK(view.dissent[0] == "copy of pg2 names pg2 primary at promotion count 1");
+
+  // The witness dissenting is shown as such.
+  copies.back() = CopyNaming(2, 0);
+  copies[1] = CopyNaming(1, 1);
+  auto behind = FoldRepmgrCopies(with_witness, copies);
+  REQUIRE(std::holds_alternative<DcsView>(behind));
+  REQUIRE(std::get<DcsView>(behind).dissent.size() == 1);
+  CHECK(std::get<DcsView>(behind).dissent[0] ==
+        "copy of witness names pg2 primary at promotion count 0");
+}
+
+TEST_CASE("repmgr: the store reads the witness beside the members, by the deadline",
+          "[repmgr][witness]") {
+  SilentListener member, witness;
+  MemberSpec w = Member("witness", "127.0.0.1:" + std::to_string(witness.port));
+  w.dsn = "host=127.0.0.1 port=" + std::to_string(witness.port) + " user=splitbrain";
+  MemberSpec m = Member("pg1", "127.0.0.1:" + std::to_string(member.port));
+  m.dsn = "host=127.0.0.1 port=" + std::to_string(member.port) + " user=splitbrain";
+  RepmgrStore store({m}, "repmgr", Millis(300), EventLoop::Shared(), {}, w);
+  const auto began = SteadyClock::now();
+  auto record = store.Read(began + std::chrono::milliseconds(700));
+  CHECK(SteadyClock::now() - began < std::chrono::milliseconds(1500));
+  REQUIRE(std::holds_alternative<ProbeFailure>(record));
+  const std::string& message = std::get<ProbeFailure>(record).message;
+  INFO(message);
+  CHECK(message ==
+        "no member's repmgr record was readable: pg1: connect: no answer before the deadline; "
+        "witness: connect: no answer before the deadline");
+}
+
+}  // namespace sbd
