@@ -85,7 +85,7 @@ TEST_CASE("config: repmgr.witness is read with a member's dsn and password check
   REQUIRE(std::holds_alternative<ValidatedConfig>(good));
   const ClusterSpec& c = std::get<ValidatedConfig>(good).clusters().at(0);
   REQUIRE(c.repmgr_witness.has_value());
-  CHECK(c.repmgr_witness->name == "witness");
+  CHECK(c.repmgr_witness->name == "witness node");
   CHECK(c.repmgr_witness->address == "10.0.0.9:5432");
   CHECK(c.repmgr_witness->password_file == "/etc/sbd/witness.pass");
   CHECK(c.members.size() == 1);  // never a member

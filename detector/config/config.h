@@ -249,8 +249,9 @@ struct ClusterSpec {
   /// repmgr with discover: true: host:port of servers whose copy of the record is read until
   /// the record names its nodes (`repmgr.seeds`); they need not be members.
   std::vector<std::string> repmgr_seeds;
-  /// repmgr: the witness node (`repmgr.witness`), named "witness": its copy of the record is
-  /// read and folded beside the members' each round; it is never a member, never writable.
+  /// repmgr: the witness node (`repmgr.witness`), named "witness node" (never a member's name): its
+  /// copy of the record is read and folded beside the members' each round; it is never a member,
+  /// never writable.
   std::optional<MemberSpec> repmgr_witness;
   /// Opt-in remediation of a confirmed zombie; off without a `remediation:` block.
   RemediationSpec remediation;

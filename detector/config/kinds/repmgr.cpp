@@ -27,7 +27,7 @@ void ParseWitness(ConfigReader& r, const Entry& entry, const std::string& path,
       r.ReadMapping(entry, path, {"dsn", "password_file", "password_env"});
   if (!fields) return;
   MemberSpec witness;
-  witness.name = "witness";
+  witness.name = "witness node";  // no member can be named so (names have no space)
   r.PasswordSources(*fields, path, witness.password_file, witness.password_env);
   const Entry* dsn = r.Required(*fields, entry.value, path, "dsn");
   std::optional<ParsedDsn> parsed = dsn ? r.Dsn(*dsn, Join(path, "dsn")) : std::nullopt;
