@@ -174,8 +174,8 @@ std::variant<DcsView, ProbeFailure> FoldRepmgrCopies(
   // the promotion did not reach: repmgr does not fence), so only the newest copies vote.
   std::int64_t newest = -1;
   for (const auto& copy : copies) {
-    if (const auto* read = std::get_if<RepmgrCopy>(&copy))
-      newest = std::max(newest, read->promotions);
+    const auto* read = std::get_if<RepmgrCopy>(&copy);
+    if (read && !read->witness) newest = std::max(newest, read->promotions);
   }
   DcsView record;
   record.lease_id = "0";
@@ -198,7 +198,28 @@ std::variant<DcsView, ProbeFailure> FoldRepmgrCopies(
     std::string why;
     claims[i] = PrimaryOf(copy, members, &why);
     if (claims[i].empty()) claims[i] = "(" + why + ")";
-    if (copy.promotions != newest) continue;
+  }
+  // A witness's copy is dated by the newest member copy that names the same primary; -1 (behind
+  // every count) when none does.
+  std::vector<std::int64_t> counts(claims.size(), -1);
+  for (size_t i = 0; i < claims.size() && i < members.size(); ++i) {
+    const auto* copy = std::get_if<RepmgrCopy>(&copies[i]);
+    if (copy == nullptr) continue;
+    if (!copy->witness) {
+      counts[i] = copy->promotions;
+      continue;
+    }
+    for (size_t j = 0; j < claims.size() && j < members.size(); ++j) {
+      const auto* other = std::get_if<RepmgrCopy>(&copies[j]);
+      if (other && !other->witness && claims[j] == claims[i]) {
+        counts[i] = std::max(counts[i], other->promotions);
+      }
+    }
+  }
+  for (size_t i = 0; i < claims.size() && i < members.size(); ++i) {
+    if (!std::holds_alternative<RepmgrCopy>(copies[i]) || counts[i] < 0 || counts[i] != newest) {
+      continue;
+    }
     ++voters;
     ++votes[claims[i]];
   }
@@ -213,9 +234,18 @@ std::variant<DcsView, ProbeFailure> FoldRepmgrCopies(
   }
   for (size_t i = 0; i < copies.size() && i < members.size(); ++i) {
     const auto* copy = std::get_if<RepmgrCopy>(&copies[i]);
-    if (copy == nullptr || (claims[i] == majority && copy->promotions == newest)) continue;
-    record.dissent.push_back("copy of " + members[i].name + " names " + claims[i] +
-                             " primary at promotion count " + std::to_string(copy->promotions));
+    if (copy == nullptr || (claims[i] == majority && counts[i] == newest)) continue;
+    if (!copy->witness) {
+      record.dissent.push_back("copy of " + members[i].name + " names " + claims[i] +
+                               " primary at promotion count " + std::to_string(copy->promotions));
+    } else if (counts[i] < 0) {
+      record.dissent.push_back("copy of " + members[i].name + " names " + claims[i] +
+                               " primary, as no member's copy does");
+    } else {
+      record.dissent.push_back("copy of " + members[i].name + " names " + claims[i] +
+                               " primary, as member copies at promotion count " +
+                               std::to_string(counts[i]) + " do");
+    }
   }
   if (majority.empty()) {
     std::string said;

@@ -43,6 +43,10 @@ struct RepmgrCopy {
   /// pg_is_in_recovery() of the server the copy was read from; unknown when it had no row.
   std::optional<bool> in_recovery;
   std::vector<std::string> rejected;  ///< rows skipped, each saying why
+  /// Read from repmgr's witness node. repmgrd copies only repmgr.nodes to a witness (every
+  /// witness_sync_interval); its repmgr.events never sees a promotion, so `promotions` is not
+  /// its epoch: FoldRepmgrCopies dates it by the member copies instead.
+  bool witness = false;
 };
 
 /// The statement one copy is read with: the nodes (names and conninfo cut in SQL, one row past
@@ -56,8 +60,10 @@ std::variant<RepmgrCopy, ProbeFailure> ParseRepmgrCopy(const PGresult* result);
 
 /// Pure: the record from every member's copy, in the order of `members`. The copies at the
 /// highest promotion count are the newest word; the primary a strict majority of them names
-/// (mapped to a member) is the holder, and that count the epoch. Every other copy is dissent.
-/// Nothing readable, or no majority, is a failure.
+/// (mapped to a member) is the holder, and that count the epoch. A witness's copy has no count
+/// of its own: it is as new as the newest member copy naming the same primary, and votes only
+/// then (a copy no member's copy agrees with is behind, whatever it names). Every other copy is
+/// dissent. Nothing readable, or no majority, is a failure.
 std::variant<DcsView, ProbeFailure> FoldRepmgrCopies(
     const std::vector<MemberSpec>& members,
     const std::vector<std::variant<RepmgrCopy, ProbeFailure>>& copies);

@@ -283,6 +283,9 @@ void RepmgrStore::Session::Reply(std::vector<Answer> all) {
   if (auto held = RepmgrRecordLag(promotable, promotable_copies, lag, WallClock::now())) {
     return reply(*held);
   }
+  if (witness) {
+    if (auto* copy = std::get_if<RepmgrCopy>(&all.back())) copy->witness = true;
+  }
   auto record = FoldRepmgrCopies(members, all);
   if (auto* view = std::get_if<DcsView>(&record); view && discovery) {
     view->members = std::move(discovery->registered);

@@ -30,10 +30,13 @@ struct RepmgrEnvironment {
   std::unique_ptr<AlertmanagerServer> alertmanager;
   std::unique_ptr<DetectorProcess> detector;
   int port = 0;
+  bool witness = false;
 
   // With `discover`, no member is listed: the detector starts from node1 as its seed and finds
   // every node in repmgr.nodes, at most `max_members`.
-  explicit RepmgrEnvironment(bool repmgrd = false, bool discover = false) : cluster(3, repmgrd) {
+  // With `witness`, two nodes and repmgr's witness node, named under repmgr.witness.
+  explicit RepmgrEnvironment(bool repmgrd = false, bool discover = false, bool witness = false)
+      : cluster(witness ? 2 : 3, repmgrd, witness), witness(witness) {
     alertmanager = std::make_unique<AlertmanagerServer>(cluster.root() + "/am", webhook.url());
     detector = Start(discover, 16, port);
   }
@@ -56,6 +59,10 @@ struct RepmgrEnvironment {
                 "\n        dsn: " + cluster.MemberDsn(i) +
                 "\n        password_file: " + cluster.PasswordFile() + "\n";
       }
+    }
+    if (witness) {
+      yaml += "    repmgr:\n      witness:\n        dsn: " + cluster.WitnessDsn() +
+              "\n        password_file: " + cluster.PasswordFile() + "\n";
     }
     const std::string name = "detector-" + std::to_string(max_members);
     const std::string config = WriteFile(cluster.root(), name + ".yml", yaml);
@@ -424,6 +431,67 @@ TEST_CASE("repmgr: repmgrd promotes past a frozen primary; the primary resumed i
   INFO(status.dump(2));
   CHECK(recorded);
   CHECK(status["verdict"] == "split_brain");
+}
+
+// The classic two-node repmgr cluster with a witness node beside it: repmgrd on node2 promotes
+// past the frozen node1 (the witness sees node1 gone too), node1 resumed is paged. The witness's
+// copy of repmgr.nodes, synced from the new primary by its repmgrd, counts with node2's; its own
+// repmgr.events never holds the promotion, so its copy is dated by the member copies: it is never
+// left behind as dissent for a promotion it cannot record.
+TEST_CASE("repmgr: a witness node's copy follows repmgrd's failover and votes with node2's",
+          "[repmgr_integration][witness]") {
+  RepmgrEnvironment env(true, false, true);
+  const auto start = env.Reach("healthy", "node1", seconds(30));
+  nlohmann::json status = env.Status();
+  {
+    INFO(status.dump(2));
+    CHECK(status["members"].size() == 2);
+    CHECK(status["lock"]["endpoint"] == "node1,node2,witness node");
+    CHECK_FALSE(status["lock"].contains("dissent"));
+    CHECK(status.dump().find(RepmgrCluster::kMonitorPassword) == std::string::npos);
+  }
+
+  env.cluster.Freeze(0);
+  const bool promoted =
+      WaitFor([&] { return env.cluster.Writable(1); }, std::chrono::milliseconds(60000));
+  env.cluster.Thaw(0);
+  REQUIRE(promoted);
+  std::optional<nlohmann::json> alert;
+  REQUIRE(env.webhook.WaitFor(
+      [&](const WebhookReceiver::Delivery& d) {
+        if (d.at < start) return false;
+        alert = FiringAlert(d, "SplitBrain", "demo");
+        return alert.has_value();
+      },
+      std::chrono::milliseconds(30000)));
+  INFO(alert->dump(2));
+  CHECK(std::string((*alert)["annotations"]["summary"]).find("zombie node1") != std::string::npos);
+
+  // The witness's own record: node2 the active primary (synced every second), no promotion.
+  CHECK(WaitFor(
+      [&] {
+        return env.cluster.QueryWitness(
+                   "SELECT node_name FROM repmgr.nodes WHERE type = "
+                   "'primary' AND active") == "node2";
+      },
+      seconds(15)));
+  CHECK(env.cluster.QueryWitness("SELECT count(*) FROM repmgr.events WHERE event = "
+                                 "'standby_promote'") == "0");
+  // The record: node2 by the newest copies, node2's and the witness's; only node1's own copy,
+  // which never saw the promotion, dissents.
+  const bool settled = WaitFor(
+      [&] {
+        status = env.Status();
+        const nlohmann::json& lock = status["lock"];
+        if (!lock.value("readable", false) || lock.value("holder", "") != "node2") return false;
+        if (!lock.contains("dissent") || lock["dissent"].size() != 1) return false;
+        return lock["dissent"][0].get<std::string>().rfind("copy of node1 ", 0) == 0;
+      },
+      seconds(15));
+  INFO(status.dump(2));
+  CHECK(settled);
+  CHECK(status["verdict"] == "split_brain");
+  CHECK(status["lock"]["mod_revision"] == 1);
 }
 
 }  // namespace sbd::testing

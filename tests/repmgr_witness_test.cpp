@@ -47,6 +47,14 @@ RepmgrCopy CopyNaming(int primary, std::int64_t promotions) {
   return copy;
 }
 
+// The witness node's copy of the same nodes: repmgrd copies repmgr.nodes to it, never
+// repmgr.events, so it counts no promotion.
+RepmgrCopy WitnessNaming(int primary) {
+  RepmgrCopy copy = CopyNaming(primary, 0);
+  copy.witness = true;
+  return copy;
+}
+
 MemberSpec Member(const std::string& name, const std::string& address) {
   MemberSpec member;
   member.name = name;
@@ -137,27 +145,61 @@ TEST_CASE("repmgr: the witness's copy counts in the majority and is shown, never
                                                                      CopyNaming(2, 1)};
   CHECK(std::holds_alternative<ProbeFailure>(FoldRepmgrCopies(members, split)));
 
-  // The witness (read last, standing for no node) agrees with pg1's copy: two of three.
+  // The witness (read last, standing for no node) agrees with pg1's copy: two of three. Its own
+  // repmgr.events never holds a promotion (repmgrd copies only repmgr.nodes to a witness): it is
+  // dated by pg1's copy, at count 1.
   std::vector<MemberSpec> with_witness = members;
   with_witness.push_back(Member("witness", ""));
   auto copies = split;
-  copies.push_back(CopyNaming(1, 1));
+  copies.push_back(WitnessNaming(1));
   auto record = FoldRepmgrCopies(with_witness, copies);
   REQUIRE(std::holds_alternative<DcsView>(record));
   const DcsView& view = std::get<DcsView>(record);
   CHECK(view.holder == "pg1");
+  CHECK(view.mod_revision == 1);
   CHECK(view.endpoint == "pg1,pg2,witness");
   REQUIRE(view.dissent.size() == 1);
   CHECK(view.dissent[0] == "copy of pg2 names pg2 primary at promotion count 1");
+}
 
-  // The witness dissenting is shown as such.
-  copies.back() = CopyNaming(2, 0);
-  copies[1] = CopyNaming(1, 1);
+TEST_CASE("repmgr: the witness's copy is dated by the member copies naming its primary",
+          "[repmgr][witness]") {
+  std::vector<MemberSpec> with_witness = {Member("pg1", "10.0.0.1:5432"),
+                                          Member("pg2", "10.0.0.2:5432"), Member("witness", "")};
+  // After a failover to pg2 (promotion 1), pg1 resumed with its own copy still at count 0.
+  std::vector<std::variant<RepmgrCopy, ProbeFailure>> copies = {CopyNaming(1, 0), CopyNaming(2, 1),
+                                                                WitnessNaming(2)};
+  auto synced = FoldRepmgrCopies(with_witness, copies);
+  REQUIRE(std::holds_alternative<DcsView>(synced));
+  CHECK(std::get<DcsView>(synced).holder == "pg2");
+  REQUIRE(std::get<DcsView>(synced).dissent.size() == 1);
+  CHECK(std::get<DcsView>(synced).dissent[0] ==
+        "copy of pg1 names pg1 primary at promotion count 0");
+
+  // Not yet synced (witness_sync_interval): it names pg1 as only pg1's older copy does, and so is
+  // behind: shown, no vote, the holder still the newest copies' pg2.
+  copies.back() = WitnessNaming(1);
   auto behind = FoldRepmgrCopies(with_witness, copies);
   REQUIRE(std::holds_alternative<DcsView>(behind));
-  REQUIRE(std::get<DcsView>(behind).dissent.size() == 1);
-  CHECK(std::get<DcsView>(behind).dissent[0] ==
-        "copy of witness names pg2 primary at promotion count 0");
+  CHECK(std::get<DcsView>(behind).holder == "pg2");
+  REQUIRE(std::get<DcsView>(behind).dissent.size() == 2);
+  CHECK(std::get<DcsView>(behind).dissent[1] ==
+        "copy of witness names pg1 primary, as member copies at promotion count 0 do");
+
+  // A primary no member's copy names: behind every count.
+  RepmgrCopy none = WitnessNaming(1);
+  none.nodes[0].active = false;
+  copies.back() = none;
+  auto alone = FoldRepmgrCopies(with_witness, copies);
+  REQUIRE(std::holds_alternative<DcsView>(alone));
+  REQUIRE(std::get<DcsView>(alone).dissent.size() == 2);
+  CHECK(std::get<DcsView>(alone).dissent[1] ==
+        "copy of witness names (no active primary) primary, as no member's copy does");
+
+  // The witness alone readable names no holder: its copy has nothing to be dated by.
+  copies = {ProbeFailure{ProbeFailureReason::kTimeout, "down"},
+            ProbeFailure{ProbeFailureReason::kTimeout, "down"}, WitnessNaming(2)};
+  CHECK(std::holds_alternative<ProbeFailure>(FoldRepmgrCopies(with_witness, copies)));
 }
 
 TEST_CASE("repmgr: the store reads the witness beside the members, by the deadline",

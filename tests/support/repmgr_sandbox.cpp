@@ -33,7 +33,7 @@ constexpr const char* kLocalSsh =
 
 }  // namespace
 
-RepmgrCluster::RepmgrCluster(int count, bool repmgrd)
+RepmgrCluster::RepmgrCluster(int count, bool repmgrd, bool witness)
     : root_(std::make_unique<TempDir>("sbd-repmgr-")), repmgrd_(repmgrd) {
   password_file_ = root() + "/monitor.pass";
   WriteFile(password_file_, std::string(kMonitorPassword) + "\n", 0600);
@@ -69,14 +69,44 @@ RepmgrCluster::RepmgrCluster(int count, bool repmgrd)
     StartServer(nodes_[i]);
     Repmgr(i, {"standby", "register"});
   }
+  if (witness) AddWitness();
   if (repmgrd_) StartRepmgrd();
+}
+
+// A server of its own (initdb, not a clone), its repmgr database made, then registered against
+// the primary; the detector's role and grants given on it, as it replicates from nobody.
+void RepmgrCluster::AddWitness() {
+  Node node;
+  node.id = static_cast<int>(nodes_.size()) + 1;
+  node.name = "witness";
+  node.port = FreeLoopbackPort();
+  node.dir = root() + "/" + node.name;
+  Run({"mkdir", "-p", node.dir});
+  WriteRepmgrConf(node);
+  Initdb(node);
+  StartServer(node);
+  Psql(node, "CREATE DATABASE repmgr", "postgres");
+  Psql(node,
+       "CREATE ROLE splitbrain LOGIN PASSWORD '" + std::string(kMonitorPassword) +
+           "'; GRANT pg_monitor TO splitbrain",
+       "postgres");
+  witness_ = node;
+  Run(RepmgrArgv(*witness_, {"-h", "127.0.0.1", "-p", std::to_string(nodes_[0].port), "-U",
+                             "postgres", "-d", "repmgr", "witness", "register"}),
+      seconds(120));
+  Psql(node,
+       "GRANT USAGE ON SCHEMA repmgr TO splitbrain; "
+       "GRANT SELECT ON repmgr.nodes, repmgr.events TO splitbrain",
+       "repmgr");
 }
 
 void RepmgrCluster::StartRepmgrd() {
   BackgroundOptions options;
   options.as_postgres = true;
   options.die_with_parent = true;
-  for (const Node& node : nodes_) {
+  std::vector<Node> all = nodes_;
+  if (witness_) all.push_back(*witness_);
+  for (const Node& node : all) {
     daemons_.push_back(SpawnBackgroundProcess(
         {PgBin("repmgrd"), "-f", node.dir + "/repmgr.conf", "--daemonize=false"},
         node.dir + "/repmgrd.out", options));
@@ -88,6 +118,10 @@ RepmgrCluster::~RepmgrCluster() {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     Thaw(i);
     RunCommand({PgBin("pg_ctl"), "-D", nodes_[i].dir + "/data", "-m", "immediate", "stop"}, true,
+               seconds(30));
+  }
+  if (witness_) {
+    RunCommand({PgBin("pg_ctl"), "-D", witness_->dir + "/data", "-m", "immediate", "stop"}, true,
                seconds(30));
   }
 }
@@ -118,7 +152,7 @@ std::string RepmgrdSettings(const RepmgrCluster::Node& node) {
   return "failover=automatic\npromote_command='" + repmgr + " standby promote'\nfollow_command='" +
          repmgr +
          " standby follow --upstream-node-id=%n'\nreconnect_attempts=2\n"
-         "reconnect_interval=1\nmonitor_interval_secs=1\nlog_file='" +
+         "reconnect_interval=1\nmonitor_interval_secs=1\nwitness_sync_interval=1\nlog_file='" +
          node.dir + "/repmgrd.log'\nrepmgrd_pid_file='" + node.dir + "/repmgrd.pid'\n";
 }
 
@@ -150,29 +184,43 @@ std::string RepmgrCluster::MemberDsn(size_t index) const {
          " user=splitbrain dbname=postgres";
 }
 
-std::vector<std::string> RepmgrCluster::RepmgrArgv(size_t index,
+std::string RepmgrCluster::WitnessDsn() const {
+  if (!witness_) throw std::runtime_error("this repmgr cluster has no witness node");
+  return "host=127.0.0.1 port=" + std::to_string(witness_->port) + " user=splitbrain dbname=repmgr";
+}
+
+std::vector<std::string> RepmgrCluster::RepmgrArgv(const Node& node,
                                                    const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {"env", "PATH=" + root() + "/bin:/usr/bin:/bin", "repmgr", "-f",
-                                   nodes_[index].dir + "/repmgr.conf"};
+                                   node.dir + "/repmgr.conf"};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
 
 std::string RepmgrCluster::Repmgr(size_t index, const std::vector<std::string>& args) const {
-  return Run(RepmgrArgv(index, args), seconds(120));
+  return Run(RepmgrArgv(nodes_[index], args), seconds(120));
 }
 
 CommandResult RepmgrCluster::TryRepmgr(size_t index, const std::vector<std::string>& args,
                                        seconds timeout) const {
-  return RunCommand(RepmgrArgv(index, args), true, timeout);
+  return RunCommand(RepmgrArgv(nodes_[index], args), true, timeout);
+}
+
+std::string RepmgrCluster::Psql(const Node& node, const std::string& sql,
+                                const std::string& database) const {
+  std::vector<std::string> argv = PsqlCommand(
+      {"-h", root(), "-p", std::to_string(node.port), "-U", "postgres", "-d", database, "-c", sql});
+  return Trim(Run(argv, seconds(30)));
 }
 
 std::string RepmgrCluster::Query(size_t index, const std::string& sql,
                                  const std::string& database) const {
-  std::vector<std::string> argv =
-      PsqlCommand({"-h", root(), "-p", std::to_string(nodes_[index].port), "-U", "postgres", "-d",
-                   database, "-c", sql});
-  return Trim(Run(argv, seconds(30)));
+  return Psql(nodes_[index], sql, database);
+}
+
+std::string RepmgrCluster::QueryWitness(const std::string& sql) const {
+  if (!witness_) throw std::runtime_error("this repmgr cluster has no witness node");
+  return Psql(*witness_, sql, "repmgr");
 }
 
 bool RepmgrCluster::Writable(size_t index) const {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,10 @@ class RepmgrCluster {
 
   /// node1 the primary, the others its standbys; throws std::runtime_error on failure. With
   /// `repmgrd`, every node runs repmgrd with automatic failover after 2 reconnect attempts 1 s
-  /// apart (connect_timeout 2 s), monitoring every second.
-  explicit RepmgrCluster(int nodes = 3, bool repmgrd = false);
+  /// apart (connect_timeout 2 s), monitoring every second. With `witness`, one more server, not
+  /// replicating, is registered with `repmgr witness register` (node_name "witness"; repmgrd,
+  /// when it runs, copies repmgr.nodes to it every second).
+  explicit RepmgrCluster(int nodes = 3, bool repmgrd = false, bool witness = false);
   ~RepmgrCluster();
   RepmgrCluster(const RepmgrCluster&) = delete;
   RepmgrCluster& operator=(const RepmgrCluster&) = delete;
@@ -42,6 +45,10 @@ class RepmgrCluster {
   /// The detector's role (pg_monitor, and SELECT on repmgr.nodes and repmgr.events).
   std::string MemberDsn(size_t index) const;
   const std::string& PasswordFile() const { return password_file_; }
+  /// The witness node's server, as the detector reaches it; throws without a witness.
+  std::string WitnessDsn() const;
+  /// psql as postgres on the witness node's repmgr database; throws on failure.
+  std::string QueryWitness(const std::string& sql) const;
 
   /// `repmgr -f <node's repmgr.conf> args...` with an ssh that runs its command on this host
   /// (every node is here); throws with the output on failure. Returns the output.
@@ -65,11 +72,15 @@ class RepmgrCluster {
   void WriteRepmgrConf(const Node& node) const;
   void StartServer(const Node& node) const;
   void StartRepmgrd();
-  std::vector<std::string> RepmgrArgv(size_t index, const std::vector<std::string>& args) const;
+  std::vector<std::string> RepmgrArgv(const Node& node, const std::vector<std::string>& args) const;
 
   std::unique_ptr<TempDir> root_;
   std::string password_file_;
+  std::string Psql(const Node& node, const std::string& sql, const std::string& database) const;
+  void AddWitness();
+
   std::vector<Node> nodes_;
+  std::optional<Node> witness_;  ///< repmgr's witness node, never one of nodes_
   bool repmgrd_ = false;
   std::vector<pid_t> daemons_;
 };
