@@ -18,6 +18,7 @@
 #include "detector/config/config.h"
 #include "probes/pg_auto_failover.h"
 #include "tests/support/alertmanager_sandbox.h"
+#include "tests/support/command_poller.h"
 #include "tests/support/detector_process.h"
 #include "tests/support/pg_auto_failover_sandbox.h"
 #include "tests/support/process.h"
@@ -384,6 +385,17 @@ TEST_CASE("pg_auto_failover: a primary partitioned with its keeper running pages
   env.formation->WaitSettled(seconds(180));
 }
 
+// True when `pg_autoctl show state` lists two nodes whose connection is read-write (with or
+// without the "!" of a failing health check): the monitor's own view of a double primary.
+bool ShowsTwoReadWrite(const std::string& output) {
+  int writable = 0;
+  for (const auto& columns : TableRows(output)) {
+    if (columns.size() < 7 || columns[0] == "Name") continue;
+    if (columns[4].rfind("read-write", 0) == 0) ++writable;
+  }
+  return writable >= 2;
+}
+
 TEST_CASE("pg_auto_failover: an old primary cut off with its keeper frozen pages naming it",
           "[pg_auto_failover]") {
   Environment& env = Env();
@@ -395,6 +407,10 @@ TEST_CASE("pg_auto_failover: an old primary cut off with its keeper frozen pages
     if (node.name != old_primary) other = &node;
   }
   REQUIRE(other != nullptr);
+  // Beside the detector, in the same run: `pg_autoctl show state` every second, as users run it.
+  const PafFormation& formation = *env.formation;
+  CommandPoller show_state([&formation] { return formation.ShowState(seconds(10)); },
+                           ShowsTwoReadWrite, std::chrono::milliseconds(1000));
   // The keeper cannot demote its PostgreSQL; the monitor and the standby no longer reach it;
   // clients on 127.0.0.1 still do.
   env.formation->FreezeKeeper(old_primary);
@@ -427,6 +443,18 @@ TEST_CASE("pg_auto_failover: an old primary cut off with its keeper frozen pages
     if (m["name"] == old_primary) zombie = m.value("zombie", false);
   }
   CHECK(zombie);
+  // A figure either way, never a failure: `show state` is what the page is measured against.
+  constexpr auto kWindow = seconds(30);
+  WaitFor([&] { return show_state.Seen() || Clock::now() - onset >= kWindow; }, kWindow);
+  show_state.Stop();
+  if (show_state.Seen()) {
+    std::cout << "pg_autoctl show state: onset to first sign: "
+              << std::chrono::duration<double>(show_state.SeenAt() - onset).count() << " s\n";
+  } else {
+    std::cout << "pg_autoctl show state: onset to first sign: none within " << kWindow.count()
+              << " s\n";
+  }
+  std::cout << "pg_autoctl show state, " << show_state.Shown() << "\n";
   env.formation->ThawKeeper(old_primary);
   old_node.forwarder->Mend();
 }

@@ -5,14 +5,11 @@
 // its own cluster, so any one passes alone or in any order.
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <condition_variable>
 #include <iostream>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <sstream>
-#include <thread>
 
 #include "tests/support/alertmanager_sandbox.h"
+#include "tests/support/command_poller.h"
 #include "tests/support/detector_process.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
@@ -109,14 +106,8 @@ struct RepmgrEnvironment {
 // "! running as primary" (registered standby). A node it could not connect to ("? unreachable",
 // or "? running" when only a ping answered) or a primary "! running as standby" is not one.
 bool ShowsTwoPrimaries(const std::string& output) {
-  std::istringstream lines(output);
-  std::string line;
   int primaries = 0;
-  while (std::getline(lines, line)) {
-    std::vector<std::string> columns;
-    std::istringstream cells(line);
-    std::string cell;
-    while (std::getline(cells, cell, '|')) columns.push_back(Trim(cell));
+  for (const auto& columns : TableRows(output)) {
     if (columns.size() < 4 || columns[2] == "Role") continue;
     const std::string& role = columns[2];
     const std::string& status = columns[3];
@@ -130,75 +121,6 @@ bool ShowsTwoPrimaries(const std::string& output) {
   return primaries >= 2;
 }
 
-// Runs `repmgr -f <node's repmgr.conf> cluster show` as postgres from its own thread, one run
-// started every `period` (or right after the last, if it took longer), the way users run it from
-// cron or `watch -n 1`: every second is the most often anyone would, so this is its best case.
-// Keeps the first run whose output listed two primaries: when it ended, its exit code and output.
-class ClusterShowPoller {
- public:
-  ClusterShowPoller(const RepmgrCluster& cluster, size_t node, std::chrono::milliseconds period)
-      : cluster_(cluster), node_(node), period_(period), thread_([this] { Run(); }) {}
-  ~ClusterShowPoller() { Stop(); }
-
-  void Stop() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-  bool Seen() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return seen_;
-  }
-  Clock::time_point SeenAt() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return seen_at_;
-  }
-  /// The first run that listed two primaries, else the last run: exit code and output.
-  std::string Shown() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return "exit code " + std::to_string(exit_code_) + " after " + std::to_string(runs_) +
-           " runs:\n" + output_;
-  }
-
- private:
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      const auto next = Clock::now() + period_;
-      lock.unlock();
-      const CommandResult result = cluster_.TryRepmgr(node_, {"cluster", "show"}, seconds(10));
-      const auto ended = Clock::now();
-      const bool two = ShowsTwoPrimaries(result.output);
-      lock.lock();
-      ++runs_;
-      exit_code_ = result.exit_code;
-      output_ = result.output;
-      if (two) {  // the first sign is all this keeps: no more runs
-        seen_ = true;
-        seen_at_ = ended;
-        return;
-      }
-      wake_.wait_until(lock, next, [this] { return stop_; });  // the schedule, not a condition
-    }
-  }
-
-  const RepmgrCluster& cluster_;
-  const size_t node_;
-  const std::chrono::milliseconds period_;
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  bool seen_ = false;
-  Clock::time_point seen_at_;
-  int runs_ = 0;
-  int exit_code_ = 0;
-  std::string output_;
-  std::thread thread_;
-};
-
 // node2 promoted by hand while node1 looks dead (frozen), node1 then resumed and writable: the
 // page names node1 the zombie and node2 the holder. With `discovered`, every member probed was
 // found in the record.
@@ -206,7 +128,12 @@ void HandPromotionPagesTheOldPrimary(RepmgrEnvironment& env, bool discovered = f
   const auto start = env.Reach("healthy", "node1", seconds(30));
   // Beside the detector, in the same run: `repmgr cluster show` every second from node3, the
   // standby that is neither the old primary nor the promoted one, started before the promotion.
-  ClusterShowPoller cluster_show(env.cluster, 2, std::chrono::milliseconds(1000));
+  const RepmgrCluster& cluster = env.cluster;
+  CommandPoller cluster_show(
+      [&cluster] {
+        return cluster.TryRepmgr(2, {"cluster", "show"}, seconds(10));
+      },
+      ShowsTwoPrimaries, std::chrono::milliseconds(1000));
   // repmgr refuses to promote while it reaches the primary: the primary looks dead (frozen) while
   // the operator promotes node2 by hand, then comes back, still writable. repmgr does not fence.
   env.cluster.Freeze(0);

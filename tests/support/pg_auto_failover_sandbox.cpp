@@ -252,6 +252,20 @@ std::string PafFormation::States() const {
       "nodeid) FROM pgautofailover.node");
 }
 
+CommandResult PafFormation::ShowState(std::chrono::seconds timeout) const {
+  const std::vector<std::string> argv = {"/usr/bin/env",
+                                         std::string("PATH=") + kPgBinPath,
+                                         "HOME=" + dir_,
+                                         "XDG_CONFIG_HOME=" + dir_ + "/config",
+                                         "XDG_DATA_HOME=" + dir_ + "/share",
+                                         "pg_autoctl",
+                                         "show",
+                                         "state",
+                                         "--pgdata",
+                                         dir_ + "/monitor"};
+  return RunCommand(argv, true, timeout);
+}
+
 void PafFormation::Switchover() {
   std::vector<std::string> argv = {"/usr/bin/env",
                                    std::string("PATH=") + kPgBinPath,

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
 namespace sbd::testing {
@@ -75,6 +76,9 @@ class PafFormation {
   bool Settled() const;
   /// Waits (with a deadline) until Settled(); throws with the states past it.
   void WaitSettled(std::chrono::seconds deadline) const;
+  /// `pg_autoctl show state` against the monitor, its exit code and output whatever they are;
+  /// safe to call from another thread while the formation stands.
+  CommandResult ShowState(std::chrono::seconds timeout) const;
   /// `pg_autoctl perform switchover` (it waits for the new primary); throws on failure.
   void Switchover();
   /// Stops or starts the monitor's pg_autoctl (and its PostgreSQL).
