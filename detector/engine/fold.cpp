@@ -5,6 +5,9 @@
 #include <algorithm>
 
 #include "detector/common/logfmt.h"
+#include "detector/remediation/gate.h"
+#include "detector/verdicts/fencing.h"
+#include "suppressors/transition.h"
 
 namespace sbd {
 
@@ -30,6 +33,86 @@ void RecordObservations(ClusterSnapshot& state, const std::vector<Observation>& 
       }
     }
   }
+}
+
+void RecordLockStore(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at) {
+  state.last_dcs = dcs;
+  if (const DcsView* view = std::get_if<DcsView>(&dcs)) {
+    const bool was_down = state.dcs_consecutive_failures > 0;
+    const bool rejected_changed =
+        !state.last_good_dcs || state.last_good_dcs->rejected != view->rejected;
+    if (rejected_changed && !view->rejected.empty()) {
+      // The reasons name keys anyone who can write to the store chose: escaped here, once.
+      spdlog::warn("cluster={} msg=\"lock store keys skipped as unreadable\" count={} first=\"{}\"",
+                   state.spec.name, view->rejected.size(), LogfmtEscape(view->rejected.front()));
+    }
+    state.last_good_dcs = *view;
+    state.last_dcs_success = at;
+    state.dcs_consecutive_failures = 0;
+    if (was_down) spdlog::info("cluster={} msg=\"lock store readable again\"", state.spec.name);
+    // With no ttl in the config, Patroni's own ttl is the one the page must beat.
+    if (state.spec.ttl_from_dcs && view->config_ttl && *view->config_ttl > 0) {
+      state.spec.ttl = Millis(*view->config_ttl * 1000);
+      if (state.spec.probe_interval > state.spec.ttl / 3) {
+        // Said once per change, so an operator who set probe_interval knows it was lowered.
+        spdlog::warn(
+            "cluster={} msg=\"probe_interval lowered to ttl/10: Patroni's ttl is below three "
+            "intervals\" ttl={}ms probe_interval={}ms was={}ms",
+            state.spec.name, state.spec.ttl.count(), (state.spec.ttl / 10).count(),
+            state.spec.probe_interval.count());
+        state.spec.probe_interval = state.spec.ttl / 10;
+        state.spec.probe_timeout = std::min(state.spec.probe_timeout, state.spec.probe_interval);
+      }
+    }
+    return;
+  }
+  ++state.dcs_failures;
+  if (state.dcs_consecutive_failures++ == 0) {
+    spdlog::warn(
+        "cluster={} msg=\"cannot read the lock store; still probing PostgreSQL\" "
+        "error=\"{}\"",
+        state.spec.name, LogfmtEscape(std::get<ProbeFailure>(dcs).message));
+  }
+}
+
+void FoldRound(ClusterSnapshot& state, RoundReadings& readings, Confirmation confirmation,
+               const std::vector<Declaration>& active, WallClock::time_point at) {
+  const DcsResult* dcs = readings.dcs ? &*readings.dcs : nullptr;
+  std::vector<Observation>& round = readings.members;
+  const ClusterSpec& spec = state.spec;  // RecordLockStore may change its ttl and interval
+  RecordObservations(state, round, at, HolderOf(dcs));
+  if (dcs != nullptr) RecordLockStore(state, *dcs, at);
+  const DcsView* view = dcs != nullptr ? std::get_if<DcsView>(dcs) : nullptr;
+  if (view != nullptr) RecordFencing(state.history.fencing, *view, at);
+  state.history.lineage = ChooseLineage(spec, state.history, dcs);
+  Assessment assessment = Assess(spec, round, state.history, confirmation.confirmed, dcs);
+  JudgeFencing(state.history.fencing, view, round, assessment);
+  std::optional<TransitionEvidence>& transition = confirmation.transition;
+  if (!transition) {
+    transition = DescribePrimaryMove(state.last_primary, state.last_primary_timeline,
+                                     assessment.writable, round);
+  }
+  if (assessment.writable.size() == 1) {
+    state.last_primary = assessment.writable.front();
+    for (const auto& obs : round) {
+      if (obs.member == state.last_primary) state.last_primary_timeline = obs.claim()->epoch;
+    }
+  }
+  ApplySuppressors(SuppressionInput{spec, round, state.history, active, transition, at},
+                   assessment);
+  if (confirmation.candidate) {
+    ++(confirmation.confirmed ? state.confirmations_accepted : state.confirmations_rejected);
+  }
+  if (transition) RecordTransition(state, *transition, at);
+  LogNewSuppressions(spec, state.assessment, assessment);
+  RecordVerdict(state, std::move(assessment), at,
+                FencedZombieStands(state.remediation.records, state.split_brain_opened_at, round));
+  const auto& per_lineage = state.assessment.writable_per_lineage;
+  auto in_lineage = per_lineage.find(state.history.lineage);
+  state.write_window = AssessWriteWindow(
+      spec, state.history,
+      state.split_brain_open || (in_lineage != per_lineage.end() && in_lineage->second >= 2));
+  state.last_round = std::move(round);
 }
 
 void RecordTransition(ClusterSnapshot& state, const TransitionEvidence& transition,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "detector/engine/cluster_state.h"
+#include "detector/engine/confirmation.h"
 
 namespace sbd {
 
@@ -17,6 +18,19 @@ std::string HolderOf(const DcsResult* dcs);
 /// Folds the round into the member histories and counters.
 void RecordObservations(ClusterSnapshot& state, const std::vector<Observation>& round,
                         WallClock::time_point at, const std::string& holder);
+
+/// Keeps the lock store's answer: the latest successful record and when, the failures in a row
+/// (logged on the first and when readable again), and, with no ttl configured, the store's own
+/// ttl, lowering probe_interval to ttl/10 when it is below three intervals (said in the log).
+void RecordLockStore(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at);
+
+/// Folds one round, its readings after confirmation, into the cluster's state at `at`: the
+/// member histories and counters, the lock store's answer, fencing, the lineage, the verdict
+/// with its suppressions (`active` declarations) and the transition that explains a candidate,
+/// the incident, the write window, and the round's readings. What needs every cluster (lineage
+/// forks) or acts (remediation), and the round's own counters, are the scheduler's.
+void FoldRound(ClusterSnapshot& state, RoundReadings& readings, Confirmation confirmation,
+               const std::vector<Declaration>& active, WallClock::time_point at);
 
 /// Counts a switchover or failover that explained a candidate away, and logs it.
 void RecordTransition(ClusterSnapshot& state, const TransitionEvidence& transition,

@@ -8,6 +8,8 @@
 #include "detector/common/internal_errors.h"
 #include "detector/common/logfmt.h"
 #include "detector/common/network_text.h"
+#include "detector/engine/confirmation.h"
+#include "detector/engine/discovery.h"
 #include "detector/engine/fold.h"
 #include "detector/remediation/gate.h"
 #include "detector/remediation/remediator.h"
@@ -32,27 +34,6 @@ Observation TimedOut(const std::string& member, const ReadingWindow& window,
   obs.window.received = SteadyClock::now();
   obs.result = ProbeFailure{ProbeFailureReason::kTimeout, why};
   return obs;
-}
-
-size_t DiscoveredCount(const ClusterSpec& spec) {
-  return static_cast<size_t>(std::count_if(spec.members.begin(), spec.members.end(),
-                                           [](const MemberSpec& m) { return m.discovered; }));
-}
-
-// Members of `lineage` seen writable in `round` (by index), unless their manager claims
-// another scope: a confirmation candidate when there are two or more.
-std::vector<size_t> Candidates(const ClusterSpec& spec, const std::vector<Observation>& round,
-                               const std::string& lineage) {
-  std::vector<size_t> out;
-  const LineageLinks links(round);
-  for (size_t i = 0; i < round.size(); ++i) {
-    const Observation& obs = round[i];
-    if (obs.seen_writable() && links.Same(obs.claim()->lineage, lineage) &&
-        !ClaimsOtherScope(spec, obs)) {
-      out.push_back(i);
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -783,7 +764,7 @@ void Scheduler::ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& m
 
 void Scheduler::AfterReadings(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work) {
   work->lineage = PreviewLineage(cluster, work->readings, work->times.start_wall);
-  work->again = Candidates(cluster.state.spec, work->readings.members, work->lineage);
+  work->again = ConfirmationCandidates(cluster.state.spec, work->readings.members, work->lineage);
   if (work->again.size() < 2) {
     FinishRound(cluster, work);
     return;
@@ -814,61 +795,22 @@ std::string Scheduler::PreviewLineage(ClusterRuntime& cluster, const RoundReadin
   return ChooseLineage(cluster.state.spec, preview, readings.dcs ? &*readings.dcs : nullptr);
 }
 
-namespace {
-
-// How many more confirmation re-probes a round may take while every candidate stays writable.
-constexpr int kConfirmationRetries = 2;
-
-bool AllSeenWritable(const std::vector<Observation>& readings) {
-  return !readings.empty() && std::all_of(readings.begin(), readings.end(),
-                                          [](const Observation& o) { return o.seen_writable(); });
-}
-
-}  // namespace
-
 void Scheduler::AfterReprobe(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work,
                              RoundReadings reprobe) {
   const std::vector<std::string> confirmed =
       ConfirmedWritable(reprobe.members, work->lineage, &work->readings.members);
-  // Readings that take well under a millisecond (Redis) can miss each other on a busy machine
-  // even when sent together. While every candidate still answers writable, that is no
-  // transition: re-probe again, a bounded number of times, for readings that overlap.
-  if (work->retries < kConfirmationRetries && confirmed.empty() &&
-      AllSeenWritable(reprobe.members)) {
+  if (ReprobeAgain(work->retries, confirmed, reprobe.members)) {
     ++work->retries;
     Reprobe(cluster, work);
     return;
   }
-  ApplyReprobe(cluster, *work, std::move(reprobe), confirmed);
+  const auto history = [this, &cluster] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cluster.state.history;
+  };
+  work->confirmation = ConfirmRound(work->readings, work->again, std::move(reprobe), confirmed,
+                                    history, WallClock::now(), cluster.state.spec.ttl);
   FinishRound(cluster, work);
-}
-
-void Scheduler::ApplyReprobe(ClusterRuntime& cluster, RoundWork& work, RoundReadings reprobe,
-                             const std::vector<std::string>& confirmed) {
-  std::vector<Observation>& round = work.readings.members;
-  Confirmation& out = work.confirmation;
-  out.confirmed = !confirmed.empty();
-  if (!out.confirmed) out.transition = DescribeTransition(round, reprobe.members);
-  const std::optional<DcsResult>& record = reprobe.dcs ? reprobe.dcs : work.readings.dcs;
-  const DcsView* view = record ? std::get_if<DcsView>(&*record) : nullptr;
-  if (out.confirmed && view != nullptr) {
-    ClusterHistory history;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      history = cluster.state.history;
-    }
-    out.transition =
-        DescribeHandover(*view, confirmed, history, WallClock::now(), cluster.state.spec.ttl);
-    out.confirmed = !out.transition.has_value();
-  }
-  if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
-    work.readings.dcs = std::move(reprobe.dcs);
-  }
-  // The re-probe is the fresher reading: it replaces the first one, keeping the claim.
-  for (size_t i = 0; i < work.again.size(); ++i) {
-    reprobe.members[i].patroni = std::move(round[work.again[i]].patroni);
-    round[work.again[i]] = std::move(reprobe.members[i]);
-  }
 }
 
 void Scheduler::FinishRound(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work) {
@@ -901,44 +843,9 @@ Scheduler::RoundListener Scheduler::RecordRound(ClusterRuntime& cluster, RoundRe
                                                 const std::vector<Declaration>& active,
                                                 const RoundTimes& times,
                                                 ClusterSnapshot& snapshot) {
-  const DcsResult* dcs = readings.dcs ? &*readings.dcs : nullptr;
-  std::vector<Observation>& round = readings.members;
   std::lock_guard<std::mutex> lock(mu_);
   ClusterSnapshot& state = cluster.state;
-  const ClusterSpec& spec = state.spec;  // RecordDcs may change its ttl and interval
-  RecordObservations(state, round, times.end_wall, HolderOf(dcs));
-  if (dcs != nullptr) RecordDcs(state, *dcs, times.end_wall);
-  const DcsView* view = dcs != nullptr ? std::get_if<DcsView>(dcs) : nullptr;
-  if (view != nullptr) RecordFencing(state.history.fencing, *view, times.end_wall);
-  state.history.lineage = ChooseLineage(spec, state.history, dcs);
-  Assessment assessment = Assess(spec, round, state.history, confirmation.confirmed, dcs);
-  JudgeFencing(state.history.fencing, view, round, assessment);
-  std::optional<TransitionEvidence>& transition = confirmation.transition;
-  if (!transition) {
-    transition = DescribePrimaryMove(state.last_primary, state.last_primary_timeline,
-                                     assessment.writable, round);
-  }
-  if (assessment.writable.size() == 1) {
-    state.last_primary = assessment.writable.front();
-    for (const auto& obs : round) {
-      if (obs.member == state.last_primary) state.last_primary_timeline = obs.claim()->epoch;
-    }
-  }
-  ApplySuppressors(SuppressionInput{spec, round, state.history, active, transition, times.end_wall},
-                   assessment);
-  if (confirmation.candidate) {
-    ++(confirmation.confirmed ? state.confirmations_accepted : state.confirmations_rejected);
-  }
-  if (transition) RecordTransition(state, *transition, times.end_wall);
-  LogNewSuppressions(spec, state.assessment, assessment);
-  RecordVerdict(state, std::move(assessment), times.end_wall,
-                FencedZombieStands(state.remediation.records, state.split_brain_opened_at, round));
-  const auto& per_lineage = state.assessment.writable_per_lineage;
-  auto in_lineage = per_lineage.find(state.history.lineage);
-  state.write_window = AssessWriteWindow(
-      spec, state.history,
-      state.split_brain_open || (in_lineage != per_lineage.end() && in_lineage->second >= 2));
-  state.last_round = std::move(round);
+  FoldRound(state, readings, std::move(confirmation), active, times.end_wall);
   UpdateForks(active, times.end_wall);
   const bool undeclared_fork =
       std::any_of(state.forks.begin(), state.forks.end(),
@@ -994,156 +901,29 @@ void Scheduler::UpdateForks(const std::vector<Declaration>& active, WallClock::t
   }
 }
 
-void Scheduler::RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at) {
-  state.last_dcs = dcs;
-  if (const DcsView* view = std::get_if<DcsView>(&dcs)) {
-    const bool was_down = state.dcs_consecutive_failures > 0;
-    const bool rejected_changed =
-        !state.last_good_dcs || state.last_good_dcs->rejected != view->rejected;
-    if (rejected_changed && !view->rejected.empty()) {
-      // The reasons name keys anyone who can write to the store chose: escaped here, once.
-      spdlog::warn("cluster={} msg=\"lock store keys skipped as unreadable\" count={} first=\"{}\"",
-                   state.spec.name, view->rejected.size(), LogfmtEscape(view->rejected.front()));
-    }
-    state.last_good_dcs = *view;
-    state.last_dcs_success = at;
-    state.dcs_consecutive_failures = 0;
-    if (was_down) spdlog::info("cluster={} msg=\"lock store readable again\"", state.spec.name);
-    // With no ttl in the config, Patroni's own ttl is the one the page must beat.
-    if (state.spec.ttl_from_dcs && view->config_ttl && *view->config_ttl > 0) {
-      state.spec.ttl = Millis(*view->config_ttl * 1000);
-      if (state.spec.probe_interval > state.spec.ttl / 3) {
-        // Said once per change, so an operator who set probe_interval knows it was lowered.
-        spdlog::warn(
-            "cluster={} msg=\"probe_interval lowered to ttl/10: Patroni's ttl is below three "
-            "intervals\" ttl={}ms probe_interval={}ms was={}ms",
-            state.spec.name, state.spec.ttl.count(), (state.spec.ttl / 10).count(),
-            state.spec.probe_interval.count());
-        state.spec.probe_interval = state.spec.ttl / 10;
-        state.spec.probe_timeout = std::min(state.spec.probe_timeout, state.spec.probe_interval);
-      }
-    }
-    return;
-  }
-  ++state.dcs_failures;
-  if (state.dcs_consecutive_failures++ == 0) {
-    spdlog::warn(
-        "cluster={} msg=\"cannot read the lock store; still probing PostgreSQL\" "
-        "error=\"{}\"",
-        state.spec.name, LogfmtEscape(std::get<ProbeFailure>(dcs).message));
-  }
-}
-
 void Scheduler::AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view) {
   ClusterSpec& spec = cluster.state.spec;
   const auto now = WallClock::now();
-  std::vector<std::string> rejected;
+  DiscoveryPlan plan = PlanDiscovery(
+      spec, view, [&cluster](size_t i) { return cluster.members[i]->rest != nullptr; });
   bool added = false;
-  for (const DcsMember& registered : view.members) {
-    auto known = std::find_if(spec.members.begin(), spec.members.end(),
-                              [&](const MemberSpec& m) { return m.name == registered.name; });
-    if (known != spec.members.end()) {
-      cluster.absent_since.erase(registered.name);
-      // A configured member without a REST URL gets the one Patroni registered.
-      MemberSlot& slot = *cluster.members[known - spec.members.begin()];
-      if (!slot.rest && !registered.api_url.empty()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        known->patroni_url = UrlBase(registered.api_url);
-        slot.rest = factories_.managers(spec, *known);
-        added = true;  // a manager that reads on the pool needs its thread
-      }
-      continue;
-    }
-    if (!spec.discovery.enabled) continue;
-    auto member = DiscoveredMember(spec, registered);
-    if (!member) continue;
-    // Anyone who can write to the DCS can register members: never probe without limit.
-    if (DiscoveredCount(spec) >= static_cast<size_t>(spec.discovery.max_members)) {
-      rejected.push_back(registered.name);
-      continue;
-    }
-    spdlog::info("cluster={} msg=\"discovered member\" member=\"{}\" address=\"{}\"", spec.name,
-                 LogfmtEscape(member->name), LogfmtEscape(RedactedUrl(member->address)));
-    AddMemberSlot(cluster, std::move(*member));
+  for (const auto& [index, url] : plan.managers) {
+    std::lock_guard<std::mutex> lock(mu_);
+    spec.members[index].patroni_url = url;
+    cluster.members[index]->rest = factories_.managers(spec, spec.members[index]);
+    added = true;  // a manager that reads on the pool needs its thread
+  }
+  for (MemberSpec& member : plan.added) {
+    AddMemberSlot(cluster, std::move(member));
     added = true;
   }
   if (added) SizeExecutor();
-  for (const auto& m : spec.members) {
-    if (!m.discovered) continue;
-    const bool listed = std::any_of(view.members.begin(), view.members.end(),
-                                    [&](const DcsMember& r) { return r.name == m.name; });
-    if (listed) {
-      cluster.absent_since.erase(m.name);
-    } else {
-      cluster.absent_since.emplace(m.name, now);
-    }
-  }
-  ExpireDiscovered(cluster, now);
+  TrackAbsence(spec, view, cluster.absent_since, now);
   std::lock_guard<std::mutex> lock(mu_);
-  if (!rejected.empty() && cluster.state.discovery_rejected != rejected) {
-    spdlog::warn(
-        "cluster={} msg=\"DCS registers more members than discovery.max_members; not probing "
-        "the rest\" max_members={} not_probed={}",
-        spec.name, spec.discovery.max_members, rejected.size());
-  }
-  cluster.state.discovery_rejected = std::move(rejected);
-}
-
-void Scheduler::ExpireDiscovered(ClusterRuntime& cluster, WallClock::time_point now) {
-  // A zombie's DCS key expires with its lease, and that is exactly when it must stay watched:
-  // a discovered member goes only once it is gone from the DCS *and* unreadable for a while.
-  ClusterSpec& spec = cluster.state.spec;
-  const auto limit = spec.discovery.expire_after;
-  for (size_t i = spec.members.size(); i-- > 0;) {
-    const MemberSpec& m = spec.members[i];
-    auto absent = cluster.absent_since.find(m.name);
-    if (!m.discovered || absent == cluster.absent_since.end() || now - absent->second < limit) {
-      continue;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto history = cluster.state.history.members.find(m.name);
-    const auto last_ok = history != cluster.state.history.members.end() && history->second.last_ok
-                             ? *history->second.last_ok
-                             : absent->second;
-    if (now - last_ok < limit) continue;
-    spdlog::info(
-        "cluster={} msg=\"discovered member expired: gone from the DCS and unreadable\" "
-        "member=\"{}\" for={}s",
-        spec.name, LogfmtEscape(m.name),
-        std::chrono::duration_cast<std::chrono::seconds>(limit).count());
-    cluster.state.history.members.erase(m.name);
-    cluster.state.counters.erase(m.name);
-    cluster.absent_since.erase(absent);
+  for (size_t i : ExpireDiscovered(cluster.state, cluster.absent_since, now)) {
     cluster.members.erase(cluster.members.begin() + static_cast<std::ptrdiff_t>(i));
-    spec.members.erase(spec.members.begin() + static_cast<std::ptrdiff_t>(i));
-    ++cluster.state.discovered_expired;
   }
-}
-
-std::optional<MemberSpec> DiscoveredMember(const ClusterSpec& spec, const DcsMember& registered) {
-  // conn_url is postgres://[user@]host:port/dbname; only host and port are taken from it.
-  const std::string& url = registered.conn_url;
-  const auto scheme = url.find("://");
-  if (scheme == std::string::npos) return std::nullopt;
-  const size_t start = scheme + 3;
-  size_t end = url.find('/', start);
-  if (end == std::string::npos) end = url.size();
-  std::string authority = url.substr(start, end - start);
-  if (const auto at = authority.rfind('@'); at != std::string::npos) {
-    authority = authority.substr(at + 1);
-  }
-  const HostPort at = SplitHostPort(authority);
-  if (at.host.empty()) return std::nullopt;
-  return DiscoveredAt(spec, registered.name, at, registered.api_url);
-}
-
-MemberSpec DiscoveredAt(const ClusterSpec& spec, const std::string& name, const HostPort& at,
-                        const std::string& api_url) {
-  MemberSpec member = MemberAt(name, at, spec.discovery.dsn, spec.discovery.password_file,
-                               spec.discovery.password_env);
-  if (!api_url.empty()) member.patroni_url = UrlBase(api_url);
-  member.discovered = true;
-  return member;
+  RecordDiscoveryRejected(cluster.state, std::move(plan.rejected));
 }
 
 }  // namespace sbd

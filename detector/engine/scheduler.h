@@ -14,6 +14,8 @@
 
 #include "detector/config/config.h"
 #include "detector/engine/cluster_state.h"
+#include "detector/engine/confirmation.h"
+#include "detector/engine/discovery.h"
 #include "detector/engine/kind_registry.h"
 #include "detector/engine/probe_executor.h"
 #include "detector/engine/write_window.h"
@@ -32,14 +34,6 @@ class EventLoop;  // probes/event_loop.h
 
 /// Where the scheduler gets the declarations in force; called once per round.
 using DeclarationSource = std::function<std::vector<Declaration>(WallClock::time_point)>;
-
-/// A member found in the DCS, with the cluster's discovery settings; nullopt when its
-/// conn_url has no usable host.
-std::optional<MemberSpec> DiscoveredMember(const ClusterSpec& spec, const DcsMember& registered);
-/// A discovered member at `at`, with the cluster's discovery settings (dsn, credentials) and
-/// its REST API at `api_url` (may be empty).
-MemberSpec DiscoveredAt(const ClusterSpec& spec, const std::string& name, const HostPort& at,
-                        const std::string& api_url);
 
 /// How long a lock-store watch's Wake() follows up: long enough for a new holder to promote
 /// after taking the lock, bounded so that a holder that never settles costs at most this.
@@ -104,20 +98,6 @@ class Scheduler {
   struct ClusterRuntime;
 
   using PatroniResult = std::variant<PatroniReading, ProbeFailure>;
-  /// One round's raw answers: one observation per probed member (with its Patroni claim),
-  /// and the lock store's answer.
-  struct RoundReadings {
-    std::vector<Observation> members;
-    std::optional<DcsResult> dcs;
-  };
-
-  /// What confirmation found: whether the round raised a candidate, whether the re-probe
-  /// confirmed it, and, when it did not, the switchover or failover that explains it.
-  struct Confirmation {
-    bool candidate = false;
-    bool confirmed = false;
-    std::optional<TransitionEvidence> transition;
-  };
   /// When a round started (both clocks) and when its readings were all in.
   struct RoundTimes {
     WallClock::time_point start_wall;
@@ -171,16 +151,12 @@ class Scheduler {
   /// no overlap (a bounded number of times), else fold it into the round.
   void AfterReprobe(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work,
                     RoundReadings reprobe);
-  /// The re-probe's verdict on the candidates; its fresher readings (and a readable lock
-  /// record) replace the round's.
-  void ApplyReprobe(ClusterRuntime& cluster, RoundWork& work, RoundReadings reprobe,
-                    const std::vector<std::string>& confirmed);
   /// Records the round, adopts the members the lock record lists, tells the listener.
   void FinishRound(ClusterRuntime& cluster, std::shared_ptr<RoundWork> work);
   /// The declarations in force at `at`, from the source.
   std::vector<Declaration> ActiveDeclarations(WallClock::time_point at);
-  /// Folds the round into the cluster's state under the lock: histories, counters, the lock
-  /// record, the verdict with its suppressions, transitions and forks. Returns the listener
+  /// Folds the round into the cluster's state under the lock (FoldRound), then the forks across
+  /// clusters, remediation and the round's counters. Returns the listener
   /// to call, with `snapshot` copied under the same lock; empty when there is none.
   RoundListener RecordRound(ClusterRuntime& cluster, RoundReadings& readings,
                             Confirmation confirmation, const std::vector<Declaration>& active,
@@ -224,13 +200,11 @@ class Scheduler {
   bool Launch(std::shared_ptr<MemberSlot> keep, std::atomic<bool>& busy,
               SteadyClock::time_point deadline, std::function<T()> call,
               std::function<T(ProbeFailure)> failed, std::function<void(T)> deliver);
-  void RecordDcs(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at);
   /// Gives configured members their registered REST URL and adds discovered members, up to
   /// discovery.max_members; drops those gone from the DCS and unreadable for expire_after.
   void AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view);
   /// Adds a slot for `member` (probes and counters); the loop thread or before Start().
   void AddMemberSlot(ClusterRuntime& cluster, MemberSpec member);
-  void ExpireDiscovered(ClusterRuntime& cluster, WallClock::time_point now);
   /// Threads enough for every concurrent call of every member, up to kMaxProbeThreads.
   void SizeExecutor();
   /// Recomputes every cluster's lineage forks from their latest rounds. Requires mu_.
