@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/claim_farm.h"
 #include "bench/hostile_part.h"
 #include "bench/redis_part.h"
 #include "bench/watch_variants.h"
@@ -88,12 +89,14 @@ struct Options {
   std::string old_detector;  // part hostile: the build to compare with
   int hostile_black_holed = 1000;
   int hostile_trickling = 200;
-  std::string work_dir;  // keep sandboxes here instead of a temp dir (debugging)
+  int claim_members = 10000;     // part claims: HTTP claim members (etcd_election candidates)
+  int claim_cluster_size = 100;  // part claims: members per election
+  std::string work_dir;          // keep sandboxes here instead of a temp dir (debugging)
 };
 
 [[noreturn]] void Usage(const std::string& error) {
   std::cerr << "splitbrain-bench: " << error << "\n"
-            << "usage: splitbrain-bench [--smoke] [--parts=page,cost,scale,redis,hostile]\n"
+            << "usage: splitbrain-bench [--smoke] [--parts=page,cost,scale,redis,hostile,claims]\n"
                "         [--trials=N]\n"
                "         [--redis-trials=N] [--transitions=N]\n"
                "         [--scale=100,1000,5000] [--scale-seconds=S] [--scale-interval=S] "
@@ -102,7 +105,8 @@ struct Options {
                "         [--cluster-size=N] [--layouts=shared,replicas]\n"
                "         [--bouncer-auth=scram-sha-256|md5] [--json=FILE]\n"
                "         [--detector=BINARY] [--old-detector=BINARY]\n"
-               "         [--hostile-black-holed=N] [--hostile-trickling=N]\n";
+               "         [--hostile-black-holed=N] [--hostile-trickling=N]\n"
+               "         [--claim-members=N] [--claim-cluster-size=N]\n";
   std::exit(1);
 }
 
@@ -138,7 +142,8 @@ Options ParseOptions(int argc, char** argv) {
       parts_given = true;
       o.parts.clear();
       for (const auto& p : Split(value)) {
-        if (p != "page" && p != "cost" && p != "scale" && p != "redis" && p != "hostile") {
+        if (p != "page" && p != "cost" && p != "scale" && p != "redis" && p != "hostile" &&
+            p != "claims") {
           Usage("unknown part " + p);
         }
         o.parts.insert(p);
@@ -184,6 +189,10 @@ Options ParseOptions(int argc, char** argv) {
       o.hostile_black_holed = number();
     } else if (key == "--hostile-trickling") {
       o.hostile_trickling = number();
+    } else if (key == "--claim-members") {
+      o.claim_members = number();
+    } else if (key == "--claim-cluster-size") {
+      o.claim_cluster_size = number();
     } else {
       Usage("unknown argument " + arg);
     }
@@ -741,31 +750,12 @@ struct ClusterRound {
   double rounds = 0, end_ts = 0, duration = 0, overruns = 0;
 };
 
-json ScaleOne(const Options& o, PgPair& pg, const std::vector<std::unique_ptr<Bouncer>>& bouncers,
-              int members, const std::string& layout) {
-  const std::string dir = pg.sandbox.root() + "/scale-" + layout + "-" + std::to_string(members);
-  testing::MakeDir(dir, 0755);
-  const int size = std::max(1, o.cluster_size);
-  const int clusters = (members + size - 1) / size;
-  std::string yaml = "clusters:\n";
-  int written = 0;
-  for (int c = 0; c < clusters; ++c) {
-    char name[16];
-    std::snprintf(name, sizeof name, "c%05d", c + 1);
-    yaml += ClusterYaml(name, o.scale_interval);
-    const Bouncer& b = *bouncers[c % bouncers.size()];
-    for (int m = 0; m < size && written < members; ++m, ++written) {
-      // m1 is the primary; the others are the replica, each through its own alias so that
-      // the DSNs of a cluster differ, as real members' do.
-      const std::string alias =
-          m == 0 && layout == "shared" ? "primary" : "replica" + std::to_string(std::max(1, m));
-      yaml += MemberYaml("m" + std::to_string(m + 1), b.Dsn(alias), pg.sandbox.PasswordFile());
-    }
-  }
-  const std::string config = testing::WriteFile(dir, "detector.yml", yaml);
-  Log("scale: " + layout + ": " + std::to_string(members) + " members in " +
-      std::to_string(clusters) + " clusters; starting the detector");
-  Detector detector(o.detector, config, dir + "/detector.log", seconds(180));
+// Runs `binary` on `config` (every member answering at `o.scale_interval`), then two windows
+// of o.scale_seconds: its own CPU with no scrapes, then a /metrics scrape every
+// o.scrape_every seconds, from which the rounds' start lateness and probe durations are read.
+json MeasureScale(const Options& o, const std::string& binary, const std::string& config,
+                  const std::string& dir, int members) {
+  Detector detector(binary, config, dir + "/detector.log", seconds(180));
   // Every member answering before the windows start (connections are set up in the first
   // rounds: SCRAM through pgbouncer).
   double up = 0, up_max = 0;
@@ -886,12 +876,7 @@ json ScaleOne(const Options& o, PgPair& pg, const std::vector<std::unique_ptr<Bo
     for (const auto& [k, s] : by_round) latency_ms.push_back(s * 1000);
   }
   json out = {{"members", members},
-              {"clusters", clusters},
-              {"cluster_size", size},
               {"probe_interval_s", o.scale_interval},
-              {"layout", layout},
-              {"bouncer_auth", o.bouncer_auth},
-              {"bouncers", bouncers.size()},
               {"startup_ready_s", detector.startup_seconds},
               {"all_members_up_s", all_up ? all_up_s : -1},
               {"members_up_before_windows", up},
@@ -920,6 +905,39 @@ json ScaleOne(const Options& o, PgPair& pg, const std::vector<std::unique_ptr<Bo
   for (const char* k : {"metrics_scrape_ms_p50", "metrics_scrape_ms_max"}) {
     if (scrape_s.empty()) out[k] = -1;
   }
+  return out;
+}
+
+json ScaleOne(const Options& o, PgPair& pg, const std::vector<std::unique_ptr<Bouncer>>& bouncers,
+              int members, const std::string& layout) {
+  const std::string dir = pg.sandbox.root() + "/scale-" + layout + "-" + std::to_string(members);
+  testing::MakeDir(dir, 0755);
+  const int size = std::max(1, o.cluster_size);
+  const int clusters = (members + size - 1) / size;
+  std::string yaml = "clusters:\n";
+  int written = 0;
+  for (int c = 0; c < clusters; ++c) {
+    char name[16];
+    std::snprintf(name, sizeof name, "c%05d", c + 1);
+    yaml += ClusterYaml(name, o.scale_interval);
+    const Bouncer& b = *bouncers[c % bouncers.size()];
+    for (int m = 0; m < size && written < members; ++m, ++written) {
+      // m1 is the primary; the others are the replica, each through its own alias so that
+      // the DSNs of a cluster differ, as real members' do.
+      const std::string alias =
+          m == 0 && layout == "shared" ? "primary" : "replica" + std::to_string(std::max(1, m));
+      yaml += MemberYaml("m" + std::to_string(m + 1), b.Dsn(alias), pg.sandbox.PasswordFile());
+    }
+  }
+  const std::string config = testing::WriteFile(dir, "detector.yml", yaml);
+  Log("scale: " + layout + ": " + std::to_string(members) + " members in " +
+      std::to_string(clusters) + " clusters; starting the detector");
+  json out = MeasureScale(o, o.detector, config, dir, members);
+  out["clusters"] = clusters;
+  out["cluster_size"] = size;
+  out["layout"] = layout;
+  out["bouncer_auth"] = o.bouncer_auth;
+  out["bouncers"] = bouncers.size();
   Log("scale: " + out.dump());
   return out;
 }
@@ -947,6 +965,81 @@ json PartScale(const Options& o, PgPair& pg) {
     }
   }
   return out;
+}
+
+// Issue 25's second row: claim members (candidates' HTTP /metrics endpoints, one ClaimFarm
+// standing for all of them) in etcd elections of o.claim_cluster_size on a real etcd, probed at
+// o.scale_interval, measured as the scale part measures PostgreSQL members; with
+// --old-detector, the same config on that build right after, on the same servers.
+json PartClaims(const Options& o) {
+  testing::TempDir root("sbd-bench-claims-");
+  Log("claims: starting etcd and the claim farm");
+  testing::EtcdServer etcd(root.path() + "/etcd");
+  ClaimFarm farm;
+  const int size = std::max(1, o.claim_cluster_size);
+  const int clusters = (o.claim_members + size - 1) / size;
+  std::string yaml = "clusters:\n";
+  int written = 0;
+  for (int c = 0; c < clusters; ++c) {
+    char name[16];
+    std::snprintf(name, sizeof name, "e%05d", c + 1);
+    yaml += std::string("  - name: ") + name +
+            "\n    kind: etcd_election\n    ttl: " + std::to_string(10 * o.scale_interval) +
+            "s\n    probe_interval: " + std::to_string(o.scale_interval) +
+            "s\n    probe_timeout: 800ms\n    etcd_election:\n      endpoints: [" +
+            etcd.endpoint() + "]\n      prefix: /election/" + name +
+            "\n      claim:\n        token_label: token\n    members:\n";
+    for (int m = 0; m < size && written < o.claim_members; ++m, ++written) {
+      yaml += "      - name: m" + std::to_string(m + 1) +
+              "\n        metrics_url: http://127.0.0.1:" + std::to_string(farm.port()) + "/" +
+              name + "/m" + std::to_string(m + 1) + "\n";
+    }
+  }
+  json runs = json::array();
+  std::vector<std::pair<std::string, std::string>> builds = {{"new", o.detector}};
+  if (!o.old_detector.empty()) builds.emplace_back("old", o.old_detector);
+  for (const auto& [build, binary] : builds) {
+    const std::string dir = root.path() + "/" + build;
+    testing::MakeDir(dir, 0755);
+    const std::string config = testing::WriteFile(dir, "detector.yml", yaml);
+    Log("claims: " + build + ": " + std::to_string(o.claim_members) + " members in " +
+        std::to_string(clusters) + " elections");
+    const std::uint64_t requests = farm.requests();
+    const auto start = Clock::now();
+    json out = MeasureScale(o, binary, config, dir, o.claim_members);
+    out["build"] = build;
+    out["binary"] = binary;
+    out["clusters"] = clusters;
+    out["cluster_size"] = size;
+    out["farm_requests_per_s"] =
+        static_cast<double>(farm.requests() - requests) / Secs(Clock::now() - start);
+    out["farm_connections"] = farm.connections();
+    Log("claims: " + out.dump());
+    runs.push_back(out);
+  }
+  return runs;
+}
+
+void PrintClaimsTable(const json& runs, std::ostringstream& t) {
+  t << "\n### Claim members (HTTP metrics endpoints) at scale\n\n"
+       "| build | members | elections | up before / at end | CPU cores (no scrapes / with) | RSS "
+       "MB max | threads | round-start lateness p50 / p99 / max ms | probe ms p50 / p99 | "
+       "failures in window | farm req/s |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : runs) {
+    t << "| " << r.value("build", "") << " | " << r.value("members", 0) << " | "
+      << r.value("clusters", 0) << " | " << Fixed(r.value("members_up_before_windows", -1.0), 0)
+      << " / " << Fixed(r.value("members_up_at_end", -1.0), 0) << " | "
+      << Fixed(r.value("cpu_cores", -1.0), 3) << " / "
+      << Fixed(r.value("cpu_cores_with_scrapes", -1.0), 3) << " | "
+      << Fixed(r.value("rss_mb_max", -1.0), 0) << " | " << r.value("threads", 0) << " | "
+      << Fixed(r.value("round_jitter_ms_p50", -1.0), 1) << " / "
+      << Fixed(r.value("round_jitter_ms_p99", -1.0), 1) << " / "
+      << Fixed(r.value("round_jitter_ms_max", -1.0), 1) << " | "
+      << Fixed(r.value("probe_latency_ms_p50", -1.0), 1) << " / "
+      << Fixed(r.value("probe_latency_ms_p99", -1.0), 1) << " | "
+      << Fixed(r.value("probe_failures_in_window", -1.0), 0) << " | "
+      << Fixed(r.value("farm_requests_per_s", -1.0), 0) << " |\n";
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1045,6 +1138,7 @@ void PrintTable(const json& r) {
   }
   if (r.contains("redis")) PrintRedisTable(r["redis"], t);
   if (r.contains("hostile")) PrintHostileTable(r["hostile"], t);
+  if (r.contains("claims")) PrintClaimsTable(r["claims"], t);
   std::cout << t.str() << std::flush;
 }
 
@@ -1117,6 +1211,7 @@ int Main(int argc, char** argv) {
       hostile.trickling = o.hostile_trickling;
       r["hostile"] = PartHostile(hostile);
     }
+    if (o.parts.count("claims")) r["claims"] = PartClaims(o);
     if (o.parts.count("redis")) {
       RedisPartOptions redis;
       redis.trials = o.redis_trials;
