@@ -3,9 +3,11 @@
 #include <curl/curl.h>
 #include <strings.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string_view>
+#include <vector>
 
 namespace sbd {
 
@@ -52,44 +54,111 @@ ProbeFailureReason ReasonOf(CURLcode code) {
 
 }  // namespace
 
+// The libcurl multi handles of an event loop, each shared by up to kClientsPerMulti
+// LoopHttpClients on it: one wakeup socketpair (libcurl 7.88 makes one per multi), one timer and
+// one connection cache for them all. A multi per client cost three file descriptors and about
+// 100 KB a member (10,000 claim members ran out of descriptors); one multi for every client
+// made each request search one cache of thousands of connections to the same endpoint. Loop
+// thread only, but for Get().
+class SharedMulti : public std::enable_shared_from_this<SharedMulti> {
+ public:
+  static constexpr long kClientsPerMulti = 64;
+
+  /// A multi of the loop's with room for one more client, made when none has; the caller is
+  /// counted as its client until Release().
+  static std::shared_ptr<SharedMulti> Get(EventLoop& loop) {
+    std::lock_guard<std::mutex> lock(Mutex());
+    auto& multis = Multis()[&loop];
+    std::shared_ptr<SharedMulti> chosen;
+    for (auto it = multis.begin(); it != multis.end();) {
+      auto multi = it->lock();
+      if (!multi) {
+        it = multis.erase(it);
+        continue;
+      }
+      if (!chosen && multi->clients_ < kClientsPerMulti) chosen = multi;
+      ++it;
+    }
+    if (!chosen) {
+      chosen = std::shared_ptr<SharedMulti>(new SharedMulti(loop));
+      multis.push_back(chosen);
+    }
+    chosen->Count(1);
+    return chosen;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(Mutex());
+    Count(-1);
+  }
+  ~SharedMulti() {
+    curl_multi_cleanup(multi_);  // closes the cached connections (socket callback: REMOVE)
+    sockets_.clear();
+  }
+  SharedMulti(const SharedMulti&) = delete;
+  SharedMulti& operator=(const SharedMulti&) = delete;
+
+  CURLM* multi() const { return multi_; }
+
+ private:
+  explicit SharedMulti(EventLoop& loop) : loop_(loop), curl_timer_(loop) {
+    InitCurlOnce();
+    multi_ = curl_multi_init();
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &SharedMulti::OnSocket);
+    curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &SharedMulti::OnTimer);
+    curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+  }
+  static int OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*);
+  static int OnTimer(CURLM*, long timeout_ms, void* userp);
+  void Act(curl_socket_t fd);
+  static std::mutex& Mutex() {
+    static std::mutex mu;
+    return mu;
+  }
+  static std::map<EventLoop*, std::vector<std::weak_ptr<SharedMulti>>>& Multis() {
+    static std::map<EventLoop*, std::vector<std::weak_ptr<SharedMulti>>> multis;
+    return multis;
+  }
+  // The cache keeps one idle connection per client, as each client kept its own before.
+  void Count(int delta) {
+    clients_ += delta;
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(std::max(4L, clients_)));
+  }
+
+  EventLoop& loop_;
+  CURLM* multi_ = nullptr;
+  LoopTimer curl_timer_;  // libcurl's own timeouts (CURLMOPT_TIMERFUNCTION)
+  std::map<curl_socket_t, std::unique_ptr<SocketWatch>> sockets_;
+  long clients_ = 0;
+};
+
 struct LoopHttpClient::Impl {
   explicit Impl(EventLoop& event_loop)
-      : loop(event_loop), curl_timer(event_loop), deadline_timer(event_loop) {
-    InitCurlOnce();
-    multi = curl_multi_init();
-    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &Impl::OnSocket);
-    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
-    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &Impl::OnTimer);
-    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, this);
-    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, 1L);
+      : loop(event_loop), shared(SharedMulti::Get(event_loop)), deadline_timer(event_loop) {
+    multi = shared->multi();
   }
   ~Impl() {
     DropEasy();
-    curl_multi_cleanup(multi);  // closes the kept connection (its socket callback: REMOVE)
-    sockets.clear();
+    shared->Release();
     *alive = false;
   }
 
-  static int OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*);
-  static int OnTimer(CURLM*, long timeout_ms, void* userp);
   static size_t OnHeader(char* data, size_t size, size_t count, void* userp);
   static size_t OnBody(char* data, size_t size, size_t count, void* userp);
 
   void Start(const HttpRequest& request, SteadyClock::time_point deadline, Done on_done);
   void ArmIdle();
   void Configure(const HttpRequest& request);
-  void Act(curl_socket_t fd);
-  void CheckDone();
+  void Completed(CURLcode code);
   void Finish(HttpResult result);
   void DropEasy();
   ProbeFailure FailureOf(CURLcode code) const;
   void FailSoon(ProbeFailure failure, Done on_done);
 
   EventLoop& loop;
-  CURLM* multi = nullptr;
-  LoopTimer curl_timer;      // libcurl's own timeouts (CURLMOPT_TIMERFUNCTION)
+  std::shared_ptr<SharedMulti> shared;
+  CURLM* multi = nullptr;    // shared's
   LoopTimer deadline_timer;  // the request's deadline, whatever libcurl does
-  std::map<curl_socket_t, std::unique_ptr<SocketWatch>> sockets;
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
   // The request in flight:
   CURL* easy = nullptr;
@@ -118,29 +187,46 @@ struct LoopHttpClient::Impl {
   std::chrono::milliseconds idle{0};
 };
 
-int LoopHttpClient::Impl::OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*) {
-  auto* impl = static_cast<Impl*>(userp);
+int SharedMulti::OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*) {
+  auto* self = static_cast<SharedMulti*>(userp);
   if (what == CURL_POLL_REMOVE) {
-    impl->sockets.erase(fd);
+    self->sockets_.erase(fd);
     return 0;
   }
-  auto& watch = impl->sockets[fd];
-  if (!watch) watch = std::make_unique<SocketWatch>(impl->loop, fd);
+  auto& watch = self->sockets_[fd];
+  if (!watch) watch = std::make_unique<SocketWatch>(self->loop_, fd);
   const bool read = (what & CURL_POLL_IN) != 0;
   const bool write = (what & CURL_POLL_OUT) != 0;
-  return watch->Watch(read, write, [impl, fd] { impl->Act(fd); }) ? 0 : -1;
+  return watch->Watch(read, write, [self, fd] { self->Act(fd); }) ? 0 : -1;
 }
 
-int LoopHttpClient::Impl::OnTimer(CURLM*, long timeout_ms, void* userp) {
-  auto* impl = static_cast<Impl*>(userp);
+int SharedMulti::OnTimer(CURLM*, long timeout_ms, void* userp) {
+  auto* self = static_cast<SharedMulti*>(userp);
   if (timeout_ms < 0) {
-    impl->curl_timer.Stop();
+    self->curl_timer_.Stop();
     return 0;
   }
   // Fired from the loop, never from inside libcurl (it must not be re-entered here).
-  impl->curl_timer.Arm(SteadyClock::now() + std::chrono::milliseconds(timeout_ms),
-                       [impl] { impl->Act(CURL_SOCKET_TIMEOUT); });
+  self->curl_timer_.Arm(SteadyClock::now() + std::chrono::milliseconds(timeout_ms),
+                        [self] { self->Act(CURL_SOCKET_TIMEOUT); });
   return 0;
+}
+
+void SharedMulti::Act(curl_socket_t fd) {
+  // A client told of its answer may drop the last reference to this multi: hold one.
+  const std::shared_ptr<SharedMulti> keep = shared_from_this();
+  int running = 0;
+  curl_multi_socket_action(multi_, fd, 0, &running);
+  int left = 0;
+  while (CURLMsg* message = curl_multi_info_read(multi_, &left)) {
+    if (message->msg != CURLMSG_DONE) continue;
+    char* client = nullptr;
+    curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &client);
+    // Completed() removes the easy handle, which drops any message of it still queued.
+    if (client != nullptr) {
+      reinterpret_cast<LoopHttpClient::Impl*>(client)->Completed(message->data.result);
+    }
+  }
 }
 
 size_t LoopHttpClient::Impl::OnHeader(char* data, size_t size, size_t count, void* userp) {
@@ -204,6 +290,7 @@ size_t LoopHttpClient::Impl::OnBody(char* data, size_t size, size_t count, void*
 
 void LoopHttpClient::Impl::Configure(const HttpRequest& request) {
   curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(easy, CURLOPT_PRIVATE, reinterpret_cast<char*>(this));
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -315,24 +402,14 @@ void LoopHttpClient::Impl::ArmIdle() {
   });
 }
 
-void LoopHttpClient::Impl::Act(curl_socket_t fd) {
-  int running = 0;
-  curl_multi_socket_action(multi, fd, 0, &running);
-  CheckDone();
-}
-
-void LoopHttpClient::Impl::CheckDone() {
-  int left = 0;
-  while (CURLMsg* message = curl_multi_info_read(multi, &left)) {
-    if (message->msg != CURLMSG_DONE || message->easy_handle != easy) continue;
-    const CURLcode code = message->data.result;
-    if (code != CURLE_OK) {
-      Finish(FailureOf(code));
-      continue;
-    }
-    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &answer.status);
-    Finish(std::move(answer));
+void LoopHttpClient::Impl::Completed(CURLcode code) {
+  if (easy == nullptr) return;
+  if (code != CURLE_OK) {
+    Finish(FailureOf(code));
+    return;
   }
+  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &answer.status);
+  Finish(std::move(answer));
 }
 
 ProbeFailure LoopHttpClient::Impl::FailureOf(CURLcode code) const {

@@ -54,9 +54,12 @@ using HttpResult = std::variant<HttpAnswer, ProbeFailure>;
 /// An HTTP client on an EventLoop: libcurl's multi interface driven by the loop's sockets and
 /// timers, so a request holds no thread whatever the endpoint does. Each request is bounded as
 /// a whole by its deadline (connect, send, status, headers and body together) and by
-/// HttpBounds; http and https only, no redirects, no proxy. Keeps its connection for the next
-/// request (keep-alive). One request at a time. Loop thread only, construction and
+/// HttpBounds; http and https only, no redirects, no proxy. Every client on a loop shares one
+/// libcurl multi handle, whose cache keeps one idle connection per client for the next request
+/// (keep-alive). One request at a time. Loop thread only, construction and
 /// destruction included (a request in flight at destruction is dropped without an answer).
+class SharedMulti;
+
 class LoopHttpClient {
  public:
   using Done = std::function<void(HttpResult)>;
@@ -84,6 +87,7 @@ class LoopHttpClient {
   bool busy() const;
 
  private:
+  friend class SharedMulti;  // the loop's multi handle, which tells each client its answer
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
