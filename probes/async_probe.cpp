@@ -62,8 +62,8 @@ T WaitOnLoop(EventLoop& loop, SteadyClock::time_point deadline,
 
 }  // namespace
 
-std::variant<DcsView, ProbeFailure> AsyncLockStore::Read(SteadyClock::time_point deadline) {
-  using Read = std::variant<DcsView, ProbeFailure>;
+std::variant<LockRecord, ProbeFailure> AsyncLockStore::Read(SteadyClock::time_point deadline) {
+  using Read = std::variant<LockRecord, ProbeFailure>;
   return WaitOnLoop<Read>(loop(), deadline, [this, deadline](std::function<void(Read)> done) {
     Start(deadline, done);
   });

@@ -57,7 +57,7 @@ class AsyncMemberProbe : public MemberProbe {
 class AsyncLockStore : public LockStore {
  public:
   /// Receives the read, on the loop thread, exactly once per Start().
-  using Done = std::function<void(std::variant<DcsView, ProbeFailure>)>;
+  using Done = std::function<void(std::variant<LockRecord, ProbeFailure>)>;
 
   /// Starts one read, giving up at `deadline` (a timeout failure); calls `done` by the
   /// deadline. Loop thread only; at most one Start() in flight (the scheduler guarantees it).
@@ -67,7 +67,7 @@ class AsyncLockStore : public LockStore {
   virtual EventLoop& loop() = 0;
 
   /// Blocking: posts Start() to the loop and waits for its answer.
-  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) override;
+  std::variant<LockRecord, ProbeFailure> Read(SteadyClock::time_point deadline) override;
 };
 
 /// A member's manager (Patroni's REST API) read on an EventLoop instead of a pool thread

@@ -37,7 +37,7 @@ std::string Printable(const std::string& name) {
 
 // A member's registration is written by whoever can write to the DCS: a bad one skips that
 // member, with the reason kept in view->rejected, and never blinds the rest of the view.
-void ReadMember(const std::string& name, const std::string& value, DcsView* view) {
+void ReadMember(const std::string& name, const std::string& value, LockRecord* view) {
   const std::string where = "members/" + Printable(name);
   if (name.empty()) {
     view->rejected.push_back(where + ": no member name");
@@ -64,7 +64,7 @@ void ReadMember(const std::string& name, const std::string& value, DcsView* view
 }
 
 // The scope's dynamic configuration: only its ttl is read, and a bad one leaves it unknown.
-void ReadConfig(const std::string& value, DcsView* view) {
+void ReadConfig(const std::string& value, LockRecord* view) {
   auto parsed = ParseUntrustedJson(value);
   if (auto* problem = std::get_if<std::string>(&parsed)) {
     view->rejected.push_back("config: " + *problem);
@@ -84,7 +84,7 @@ void ReadConfig(const std::string& value, DcsView* view) {
 // One key of the range. The key, value, revision and lease are written by etcd itself, so a
 // malformed one means the answer is not etcd's: the whole read fails.
 std::optional<ProbeFailure> ReadKey(const nlohmann::json& kv, const std::string& where,
-                                    const std::string& prefix, DcsView* view) {
+                                    const std::string& prefix, LockRecord* view) {
   std::string key_text, value_text;
   std::int64_t mod_revision = 0, lease = 0;
   JsonFields fields(kv, where);
@@ -136,9 +136,9 @@ void EtcdScopeProbe::Start(SteadyClock::time_point deadline, Done done) {
   reader_->Start(deadline, std::move(done));
 }
 
-std::variant<DcsView, ProbeFailure> EtcdScopeProbe::ParseRange(const nlohmann::json& body,
-                                                               const std::string& prefix) {
-  DcsView view;
+std::variant<LockRecord, ProbeFailure> EtcdScopeProbe::ParseRange(const nlohmann::json& body,
+                                                                  const std::string& prefix) {
+  LockRecord view;
   const nlohmann::json* kvs = nullptr;
   const nlohmann::json* header = nullptr;
   JsonFields fields(body, "range");
@@ -158,7 +158,7 @@ std::variant<DcsView, ProbeFailure> EtcdScopeProbe::ParseRange(const nlohmann::j
   return view;
 }
 
-void ApplyEtcdLease(const std::variant<nlohmann::json, ProbeFailure>& lease, DcsView& view) {
+void ApplyEtcdLease(const std::variant<nlohmann::json, ProbeFailure>& lease, LockRecord& view) {
   const auto* json = std::get_if<nlohmann::json>(&lease);
   if (!json) return;
   std::int64_t remaining = -1, granted = -1;
@@ -178,10 +178,10 @@ std::unique_ptr<LockWatch> EtcdScopeProbe::Watch(LockWatch::Changed on_change) {
   return std::make_unique<EtcdKeyWatch>(endpoints_, prefix_ + "leader", std::move(on_change));
 }
 
-void ReadPatroniMember(const std::string& name, const std::string& value, DcsView& view) {
+void ReadPatroniMember(const std::string& name, const std::string& value, LockRecord& view) {
   ReadMember(name, value, &view);
 }
 
-void ReadPatroniConfig(const std::string& value, DcsView& view) { ReadConfig(value, &view); }
+void ReadPatroniConfig(const std::string& value, LockRecord& view) { ReadConfig(value, &view); }
 
 }  // namespace sbd

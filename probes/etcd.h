@@ -17,14 +17,14 @@ namespace sbd {
 /// The /v3/lease/timetolive answer `lease` applied to `view`: its time left and granted TTL
 /// (a failed fetch leaves the view as it is; an answer of the wrong shape is said in
 /// `view.rejected`). The lease is evidence, not the verdict. Pure.
-void ApplyEtcdLease(const std::variant<nlohmann::json, ProbeFailure>& lease, DcsView& view);
+void ApplyEtcdLease(const std::variant<nlohmann::json, ProbeFailure>& lease, LockRecord& view);
 
 /// A Patroni member's registration (`members/<name>`'s JSON value) added to `view.members`, or
 /// the reason it was refused added to `view.rejected`. Shared by every DCS Patroni runs on. Pure.
-void ReadPatroniMember(const std::string& name, const std::string& value, DcsView& view);
+void ReadPatroniMember(const std::string& name, const std::string& value, LockRecord& view);
 /// The scope's `config` JSON value: its ttl into `view.config_ttl`, or a reason into
 /// `view.rejected`. Pure.
-void ReadPatroniConfig(const std::string& value, DcsView& view);
+void ReadPatroniConfig(const std::string& value, LockRecord& view);
 
 /// Reads one Patroni scope from etcd 3.4's v3 JSON gateway: a single prefix range over
 /// <namespace>/<scope>/ (leader, initialize, config, members/*), then the leader key's lease
@@ -47,8 +47,8 @@ class EtcdScopeProbe : public AsyncLockStore {
   std::unique_ptr<LockWatch> Watch(LockWatch::Changed on_change) override;
 
   /// Parses a /v3/kv/range answer for the scope's prefix into a view (no lease TTL yet).
-  static std::variant<DcsView, ProbeFailure> ParseRange(const nlohmann::json& body,
-                                                        const std::string& prefix);
+  static std::variant<LockRecord, ProbeFailure> ParseRange(const nlohmann::json& body,
+                                                           const std::string& prefix);
 
  private:
   EventLoop& loop_;

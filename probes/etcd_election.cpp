@@ -52,8 +52,8 @@ std::string Waiting(const CandidateKey& candidate) {
 }
 
 // The first key fills the holder's fields, the others queue behind it.
-DcsView ViewOf(const std::vector<CandidateKey>& keys, const std::vector<MemberSpec>& members) {
-  DcsView view;
+LockRecord ViewOf(const std::vector<CandidateKey>& keys, const std::vector<MemberSpec>& members) {
+  LockRecord view;
   view.lease_id = "0";
   if (keys.empty()) return view;
   const CandidateKey& holder = keys.front();
@@ -85,9 +85,9 @@ std::string ElectionKeyPrefix(const std::string& prefix) {
   return prefix + "/";
 }
 
-std::variant<DcsView, ProbeFailure> ParseElectionRange(const nlohmann::json& body,
-                                                       const std::string& key_prefix,
-                                                       const std::vector<MemberSpec>& members) {
+std::variant<LockRecord, ProbeFailure> ParseElectionRange(const nlohmann::json& body,
+                                                          const std::string& key_prefix,
+                                                          const std::vector<MemberSpec>& members) {
   const nlohmann::json* kvs = nullptr;
   const nlohmann::json* header = nullptr;
   bool more = false;
@@ -110,7 +110,7 @@ std::variant<DcsView, ProbeFailure> ParseElectionRange(const nlohmann::json& bod
   std::stable_sort(keys.begin(), keys.end(), [](const CandidateKey& a, const CandidateKey& b) {
     return a.create_revision < b.create_revision;
   });
-  DcsView view = ViewOf(keys, members);
+  LockRecord view = ViewOf(keys, members);
   view.store_revision = store_revision;
   if (more) {
     view.rejected.push_back("more than " + std::to_string(kMaxElectionKeys) +
@@ -170,10 +170,11 @@ void EtcdElectionStore::Start(SteadyClock::time_point deadline, Done done) {
   std::weak_ptr<Session> weak = session_;
   session_->reader->Start(deadline, [weak, deadline, done = std::move(done)](auto read) {
     auto session = weak.lock();
-    auto* view = std::get_if<DcsView>(&read);
+    auto* view = std::get_if<LockRecord>(&read);
     if (!session || view == nullptr) return done(std::move(read));
     ReadResourceWitness(session->reader->client(), *session->witness_spec, deadline,
-                        std::move(*view), [session, done](DcsView view) { done(std::move(view)); });
+                        std::move(*view),
+                        [session, done](LockRecord view) { done(std::move(view)); });
   });
 }
 

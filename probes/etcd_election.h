@@ -32,9 +32,9 @@ std::string ElectionKeyPrefix(const std::string& prefix);
 /// empty: the engine names the claimer carrying the token), `waiting` the others in order. A
 /// key, revision or lease that is not etcd's own form fails the whole read (kProtocol). Pure;
 /// thread-safe.
-std::variant<DcsView, ProbeFailure> ParseElectionRange(const nlohmann::json& body,
-                                                       const std::string& key_prefix,
-                                                       const std::vector<MemberSpec>& members);
+std::variant<LockRecord, ProbeFailure> ParseElectionRange(const nlohmann::json& body,
+                                                          const std::string& key_prefix,
+                                                          const std::vector<MemberSpec>& members);
 
 /// The lock store of an etcd_election cluster: one range over the prefix sorted by create
 /// revision, then the holder's lease (POST /v3/lease/timetolive). Endpoints are tried in turn,

@@ -34,14 +34,14 @@ void EtcdGatewayReader::TryNext() {
   const auto share =
       (deadline_ - SteadyClock::now()) / static_cast<int>(endpoints_.size() - attempt_);
   read_(*client_, endpoints_[index], SteadyClock::now() + share,
-        [self = shared_from_this(), index](std::variant<DcsView, ProbeFailure> read) {
+        [self = shared_from_this(), index](std::variant<LockRecord, ProbeFailure> read) {
           self->Answered(index, std::move(read));
         });
 }
 
-void EtcdGatewayReader::Answered(size_t index, std::variant<DcsView, ProbeFailure>&& read) {
+void EtcdGatewayReader::Answered(size_t index, std::variant<LockRecord, ProbeFailure>&& read) {
   if (!done_) return;  // closed meanwhile
-  if (std::holds_alternative<DcsView>(read)) {
+  if (std::holds_alternative<LockRecord>(read)) {
     preferred_ = index;
     AsyncLockStore::Done done = std::move(done_);
     done_ = nullptr;
@@ -62,7 +62,7 @@ void StartEtcdRangeAndLease(LoopHttpClient& client, const std::string& endpoint,
         if (auto* failure = std::get_if<ProbeFailure>(&answer)) return done(std::move(*failure));
         auto parsed = parse(std::get<nlohmann::json>(answer));
         if (auto* failure = std::get_if<ProbeFailure>(&parsed)) return done(std::move(*failure));
-        DcsView view = std::get<DcsView>(std::move(parsed));
+        LockRecord view = std::get<LockRecord>(std::move(parsed));
         view.endpoint = endpoint;
         const bool held = !view.holder.empty() || !view.holder_token.empty();
         if (!held || view.lease_id.empty() || view.lease_id == "0") return done(std::move(view));

@@ -42,7 +42,7 @@ class EtcdGatewayReader : public std::enable_shared_from_this<EtcdGatewayReader>
 
  private:
   void TryNext();
-  void Answered(size_t index, std::variant<DcsView, ProbeFailure>&& read);
+  void Answered(size_t index, std::variant<LockRecord, ProbeFailure>&& read);
 
   EventLoop& loop_;
   std::vector<std::string> endpoints_;
@@ -57,7 +57,8 @@ class EtcdGatewayReader : public std::enable_shared_from_this<EtcdGatewayReader>
 };
 
 /// Turns a /v3/kv/range answer into a view (without the lease's time left).
-using EtcdRangeParser = std::function<std::variant<DcsView, ProbeFailure>(const nlohmann::json&)>;
+using EtcdRangeParser =
+    std::function<std::variant<LockRecord, ProbeFailure>(const nlohmann::json&)>;
 
 /// On one endpoint: POST /v3/kv/range with `range`, parsed by `parse`; then, when the view has
 /// a holder whose key carries a lease, POST /v3/lease/timetolive of that lease (ApplyEtcdLease:

@@ -162,9 +162,9 @@ std::variant<K8sLeaseObject, std::string> ParseK8sLease(std::string_view body,
   return lease;
 }
 
-DcsView K8sLeaseAsView(const K8sLeaseObject& lease, const std::vector<MemberSpec>& members,
-                       WallClock::time_point now) {
-  DcsView view;
+LockRecord K8sLeaseAsView(const K8sLeaseObject& lease, const std::vector<MemberSpec>& members,
+                          WallClock::time_point now) {
+  LockRecord view;
   view.lease_id = "0";
   view.rejected = lease.rejected;
   view.holder_token = lease.holder_identity;

@@ -1,5 +1,5 @@
 // Kubernetes Leases (coordination.k8s.io/v1) as a lock store: the Lease object read through
-// the API server over HTTPS with a bearer token, parsed as untrusted JSON into a DcsView.
+// the API server over HTTPS with a bearer token, parsed as untrusted JSON into a LockRecord.
 #pragma once
 
 #include <cstdint>
@@ -43,12 +43,12 @@ std::optional<WallClock::time_point> ParseHttpDate(std::string_view text);
 std::variant<K8sLeaseObject, std::string> ParseK8sLease(std::string_view body,
                                                         const std::string& name);
 
-/// A Lease as the engine's DcsView: `holder_token` the holderIdentity, `holder` the member whose
+/// A Lease as the engine's LockRecord: `holder_token` the holderIdentity, `holder` the member whose
 /// configured identity it is, `mod_revision` leaseTransitions (the epoch), `lease_granted_ttl`
 /// leaseDurationSeconds and `lease_ttl_remaining` renewTime + leaseDurationSeconds - `now`,
 /// rounded up (-1 when unknown or expired). Pure; thread-safe.
-DcsView K8sLeaseAsView(const K8sLeaseObject& lease, const std::vector<MemberSpec>& members,
-                       WallClock::time_point now);
+LockRecord K8sLeaseAsView(const K8sLeaseObject& lease, const std::vector<MemberSpec>& members,
+                          WallClock::time_point now);
 
 /// Where and how to reach the API server: from the config, or a kubeconfig's current context.
 struct K8sApiAccess {

@@ -137,8 +137,8 @@ struct K8sLeaseStore::Session {
   std::unique_ptr<LoopHttpClient> client;
 
   std::variant<K8sApiAccess, ProbeFailure> Access() const;
-  std::variant<DcsView, ProbeFailure> Answered(HttpResult result, const std::string& server,
-                                               const std::string& path) const;
+  std::variant<LockRecord, ProbeFailure> Answered(HttpResult result, const std::string& server,
+                                                  const std::string& path) const;
 };
 
 K8sLeaseStore::K8sLeaseStore(const ClusterSpec& spec, EventLoop& loop)
@@ -215,7 +215,7 @@ ProbeFailure SendFailure(ProbeFailure failure, const std::string& path, const st
 
 }  // namespace
 
-std::variant<DcsView, ProbeFailure> K8sLeaseStore::Session::Answered(
+std::variant<LockRecord, ProbeFailure> K8sLeaseStore::Session::Answered(
     HttpResult result, const std::string& server, const std::string& path) const {
   const std::string lease = spec.lease_namespace + "/" + spec.lease;
   if (auto* failure = std::get_if<ProbeFailure>(&result)) {
@@ -230,7 +230,7 @@ std::variant<DcsView, ProbeFailure> K8sLeaseStore::Session::Answered(
   // The API server's clock, so that skew between it and the detector does not move the time
   // left; the detector's own only when the answer has no usable Date.
   const WallClock::time_point now = ParseHttpDate(answer.date).value_or(WallClock::now());
-  DcsView view = K8sLeaseAsView(std::get<K8sLeaseObject>(parsed), members, now);
+  LockRecord view = K8sLeaseAsView(std::get<K8sLeaseObject>(parsed), members, now);
   view.endpoint = server;
   return view;
 }

@@ -150,8 +150,8 @@ std::string KeyFinding(const LeaseKeyReading& key) {
 
 }  // namespace
 
-DcsView LeaseRecordAsView(const LeaseRecord& record, const std::vector<MemberSpec>& members) {
-  DcsView view;
+LockRecord LeaseRecordAsView(const LeaseRecord& record, const std::vector<MemberSpec>& members) {
+  LockRecord view;
   view.endpoint = record.endpoint;
   view.lease_id = "0";
   std::vector<const LeaseKeyReading*> held;

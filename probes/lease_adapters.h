@@ -61,13 +61,13 @@ class LeaseClaimProbe : public AsyncMemberProbe {
   std::shared_ptr<Session> session_;
 };
 
-/// A lease's record as the engine's DcsView: `holder_token` the held key's value (whole, or
+/// A lease's record as the engine's LockRecord: `holder_token` the held key's value (whole, or
 /// nothing when cut short), `holder` the member whose configured identity it is (else empty:
 /// the engine names the claimer carrying the token), `lease_ttl_remaining` its PTTL rounded up
 /// to seconds (-1 when gone or without TTL). A key without TTL, of another type, cut short, or
 /// several held at once, and a SCAN stopped at a cap, are each said in `rejected` (escaped).
 /// Pure; thread-safe.
-DcsView LeaseRecordAsView(const LeaseRecord& record, const std::vector<MemberSpec>& members);
+LockRecord LeaseRecordAsView(const LeaseRecord& record, const std::vector<MemberSpec>& members);
 
 /// The lock store of a redis_lease cluster: LoopLeaseReader on the configured key or pattern,
 /// on the event loop (a trickling server holds no thread), read only, its password read from

@@ -96,7 +96,7 @@ std::variant<MonitorNode, std::string> ReadNode(const MonitorRow& row,
 // The holder among `nodes`: the one node whose goal passes `test`; empty for none or several
 // (then `rejected` says which).
 std::string OneNode(const std::vector<MonitorNode>& nodes, bool (*test)(const std::string&),
-                    const char* what, DcsView& view) {
+                    const char* what, LockRecord& view) {
   std::vector<const MonitorNode*> found;
   for (const MonitorNode& node : nodes) {
     if (test(node.goal)) found.push_back(&node);
@@ -165,17 +165,17 @@ const char* MonitorNodesQuery() {
          "WHERE formationid = $1 AND groupid = $2::int ORDER BY nodeid LIMIT 1001) n ON true";
 }
 
-std::variant<DcsView, ProbeFailure> FoldMonitorNodes(const std::vector<MonitorRow>& rows,
-                                                     const std::vector<MemberSpec>& members,
-                                                     const PgAutoFailoverSpec& spec,
-                                                     bool discover) {
+std::variant<LockRecord, ProbeFailure> FoldMonitorNodes(const std::vector<MonitorRow>& rows,
+                                                        const std::vector<MemberSpec>& members,
+                                                        const PgAutoFailoverSpec& spec,
+                                                        bool discover) {
   const std::string group = "formation " + spec.formation + " group " + std::to_string(spec.group);
   if (rows.size() > kMaxMonitorNodes) {
     return ProbeFailure{ProbeFailureReason::kProtocol,
                         "more than " + std::to_string(kMaxMonitorNodes) + " nodes in " + group +
                             ": the holder cannot be told"};
   }
-  DcsView view;
+  LockRecord view;
   std::vector<MonitorNode> nodes;
   for (const MonitorRow& row : rows) {
     if (row.size() != kCells) {
@@ -225,7 +225,8 @@ std::variant<DcsView, ProbeFailure> FoldMonitorNodes(const std::vector<MonitorRo
   return view;
 }
 
-void TrackMonitorHandover(DcsView& view, MonitorHandoverClock& clock, WallClock::time_point now) {
+void TrackMonitorHandover(LockRecord& view, MonitorHandoverClock& clock,
+                          WallClock::time_point now) {
   if (!view.holder.empty() && view.holder != clock.holder) {
     if (!clock.holder.empty()) {
       clock.previous_holder = clock.holder;

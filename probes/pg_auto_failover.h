@@ -58,10 +58,10 @@ const char* MonitorNodesQuery();
 /// than kMaxMonitorNodes rows, or rows of another shape, fail the read. With `discover`, each
 /// node no member names is offered to discovery in `members` (conn_url from nodehost and
 /// nodeport, DiscoverableAddress), or said in `rejected` when its name, host or port is unfit.
-std::variant<DcsView, ProbeFailure> FoldMonitorNodes(const std::vector<MonitorRow>& rows,
-                                                     const std::vector<MemberSpec>& members,
-                                                     const PgAutoFailoverSpec& spec,
-                                                     bool discover = false);
+std::variant<LockRecord, ProbeFailure> FoldMonitorNodes(const std::vector<MonitorRow>& rows,
+                                                        const std::vector<MemberSpec>& members,
+                                                        const PgAutoFailoverSpec& spec,
+                                                        bool discover = false);
 
 /// What one store remembers between reads: the holder it last read, the one before and when
 /// that changed, and since when a transition has been reported.
@@ -75,7 +75,7 @@ struct MonitorHandoverClock {
 /// Pure but for `clock`: fills the view's handover fields (previous holder, its change, the
 /// bound) and ends `handover_in_progress` once a transition has been reported for longer than
 /// kPgAutoFailoverHandoverBound, saying so in `dissent`.
-void TrackMonitorHandover(DcsView& view, MonitorHandoverClock& clock, WallClock::time_point now);
+void TrackMonitorHandover(LockRecord& view, MonitorHandoverClock& clock, WallClock::time_point now);
 
 /// Where the record is kept, for people: "pg_auto_failover monitor <address>, formation F
 /// group G".

@@ -24,7 +24,7 @@ struct PgAutoFailoverStore::Session : std::enable_shared_from_this<Session> {
   void Receive();
   void Answer(PGresult* result);
   void Fail(ProbeFailureReason reason, std::string message);
-  void Finish(std::variant<DcsView, ProbeFailure> record);
+  void Finish(std::variant<LockRecord, ProbeFailure> record);
   void Watch(bool read, bool write);
   void Drop();
 
@@ -152,7 +152,7 @@ void PgAutoFailoverStore::Session::Answer(PGresult* result) {
     }
   }
   auto record = FoldMonitorNodes(rows, members, spec, discover);
-  if (auto* view = std::get_if<DcsView>(&record)) {
+  if (auto* view = std::get_if<LockRecord>(&record)) {
     view->endpoint = spec.monitor.address;
     TrackMonitorHandover(*view, clock, WallClock::now());
   }
@@ -164,7 +164,7 @@ void PgAutoFailoverStore::Session::Fail(ProbeFailureReason reason, std::string m
   Finish(ProbeFailure{reason, std::move(message)});
 }
 
-void PgAutoFailoverStore::Session::Finish(std::variant<DcsView, ProbeFailure> record) {
+void PgAutoFailoverStore::Session::Finish(std::variant<LockRecord, ProbeFailure> record) {
   Drop();
   if (timer) timer->Stop();
   if (!done) return;

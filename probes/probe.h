@@ -194,8 +194,9 @@ struct DcsMember {
 /// A lock's record, as its lock store keeps it: whom the store names as holder, the lease
 /// left on that claim, the revision (epoch) it was written at, and the members registered
 /// beside the lock. The etcd store fills it from one Patroni scope, read in one prefix range;
-/// other stores fill the fields they have. (Named after the DCS it was first read from.)
-struct DcsView {
+/// other stores fill the fields they have. (It was `DcsView`, after the DCS it was first read
+/// from; every lock kind's store answers with one.)
+struct LockRecord {
   std::string endpoint;           ///< the etcd endpoint that answered
   std::string holder;             ///< the leader key's value; empty when there is no key
   std::int64_t mod_revision = 0;  ///< the leader key's mod_revision (a fencing-token-like epoch)
@@ -311,7 +312,7 @@ class LockStore {
  public:
   virtual ~LockStore() = default;
   /// Reads the lock's record once, giving up at `deadline` (a timeout failure).
-  virtual std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point deadline) = 0;
+  virtual std::variant<LockRecord, ProbeFailure> Read(SteadyClock::time_point deadline) = 0;
   /// Starts a watch that calls `on_change` when the record's holder changes, or returns
   /// nullptr when the kind offers none (the default). Called once, before the first Read();
   /// the watch shares no state with Read(), so both may run at once.

@@ -163,7 +163,7 @@ std::variant<RepmgrCopy, ProbeFailure> ParseRepmgrCopy(const PGresult* result) {
   return copy;
 }
 
-std::variant<DcsView, ProbeFailure> FoldRepmgrCopies(
+std::variant<LockRecord, ProbeFailure> FoldRepmgrCopies(
     const std::vector<MemberSpec>& members,
     const std::vector<std::variant<RepmgrCopy, ProbeFailure>>& copies) {
   // The epoch is the count of successful promotions: each `repmgr standby promote` (by hand,
@@ -177,7 +177,7 @@ std::variant<DcsView, ProbeFailure> FoldRepmgrCopies(
     const auto* read = std::get_if<RepmgrCopy>(&copy);
     if (read && !read->witness) newest = std::max(newest, read->promotions);
   }
-  DcsView record;
+  LockRecord record;
   record.lease_id = "0";
   std::vector<std::string> claims(copies.size());
   std::map<std::string, int> votes;

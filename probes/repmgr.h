@@ -64,7 +64,7 @@ std::variant<RepmgrCopy, ProbeFailure> ParseRepmgrCopy(const PGresult* result);
 /// of its own: it is as new as the newest member copy naming the same primary, and votes only
 /// then (a copy no member's copy agrees with is behind, whatever it names). Every other copy is
 /// dissent. Nothing readable, or no majority, is a failure.
-std::variant<DcsView, ProbeFailure> FoldRepmgrCopies(
+std::variant<LockRecord, ProbeFailure> FoldRepmgrCopies(
     const std::vector<MemberSpec>& members,
     const std::vector<std::variant<RepmgrCopy, ProbeFailure>>& copies);
 

@@ -287,7 +287,7 @@ void RepmgrStore::Session::Reply(std::vector<Answer> all) {
     if (auto* copy = std::get_if<RepmgrCopy>(&all.back())) copy->witness = true;
   }
   auto record = FoldRepmgrCopies(members, all);
-  if (auto* view = std::get_if<DcsView>(&record); view && discovery) {
+  if (auto* view = std::get_if<LockRecord>(&record); view && discovery) {
     view->members = std::move(discovery->registered);
     for (std::string& why : discovery->rejected) view->rejected.push_back(std::move(why));
   }

@@ -36,7 +36,7 @@ std::variant<std::int64_t, std::string> WitnessToken(const std::string& text,
 namespace {
 
 // The witness's answer applied to `view`: its token, else the reason in `rejected`.
-void ApplyWitness(HttpResult result, const ResourceWitnessSpec& witness, DcsView& view) {
+void ApplyWitness(HttpResult result, const ResourceWitnessSpec& witness, LockRecord& view) {
   std::variant<std::string, ProbeFailure> text = ProbeFailure{ProbeFailureReason::kInternal, ""};
   if (auto* failure = std::get_if<ProbeFailure>(&result)) {
     text = std::move(*failure);
@@ -58,8 +58,8 @@ void ApplyWitness(HttpResult result, const ResourceWitnessSpec& witness, DcsView
 }  // namespace
 
 void ReadResourceWitness(LoopHttpClient& client, const ResourceWitnessSpec& witness,
-                         SteadyClock::time_point deadline, DcsView view,
-                         std::function<void(DcsView)> done) {
+                         SteadyClock::time_point deadline, LockRecord view,
+                         std::function<void(LockRecord)> done) {
   ClaimTarget target;
   target.member = "resource witness";
   target.url = witness.url;

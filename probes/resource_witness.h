@@ -27,7 +27,7 @@ std::variant<std::int64_t, std::string> WitnessToken(const std::string& text,
 /// failure of the store's read: the lock's record stands without it). Loop thread only;
 /// `client` must outlive the call's `done`.
 void ReadResourceWitness(LoopHttpClient& client, const ResourceWitnessSpec& witness,
-                         SteadyClock::time_point deadline, DcsView view,
-                         std::function<void(DcsView)> done);
+                         SteadyClock::time_point deadline, LockRecord view,
+                         std::function<void(LockRecord)> done);
 
 }  // namespace sbd

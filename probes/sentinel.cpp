@@ -54,7 +54,7 @@ struct SentinelStore::Session : std::enable_shared_from_this<Session> {
   void Ask(size_t index, SteadyClock::time_point deadline);
   void Answered(std::uint64_t read, size_t index, Answer answer);
   void Complete();
-  void RememberHolder(DcsView& view);
+  void RememberHolder(LockRecord& view);
   void Close();
 
   EventLoop& loop;
@@ -155,7 +155,7 @@ void SentinelStore::Session::Complete() {
   answers.clear();
   int minority_votes = 0;
   auto record = Vote(sentinels, all, members, &minority_votes);
-  if (auto* view = std::get_if<DcsView>(&record)) {
+  if (auto* view = std::get_if<LockRecord>(&record)) {
     RememberHolder(*view);
     BoundHandover(*view, minority_votes, handover_clock, WallClock::now());
   }
@@ -164,7 +164,7 @@ void SentinelStore::Session::Complete() {
   answer(std::move(record));
 }
 
-void SentinelStore::Session::RememberHolder(DcsView& view) {
+void SentinelStore::Session::RememberHolder(LockRecord& view) {
   if (!view.holder.empty() && view.holder != holder) {
     if (!holder.empty()) {
       previous_holder = holder;
@@ -205,7 +205,7 @@ void SentinelStore::Start(SteadyClock::time_point deadline, Done done) {
   session_->Start(deadline, std::move(done));
 }
 
-void SentinelStore::BoundHandover(DcsView& view, int minority_votes, HandoverClock& clock,
+void SentinelStore::BoundHandover(LockRecord& view, int minority_votes, HandoverClock& clock,
                                   WallClock::time_point now) {
   using std::chrono::milliseconds;
   auto held = [&](const WallClock::time_point since) {
@@ -235,7 +235,7 @@ void SentinelStore::BoundHandover(DcsView& view, int minority_votes, HandoverClo
       std::to_string(kSentinelAgreementBound.count()) + " ms at most, while the others hear of it");
 }
 
-std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
+std::variant<LockRecord, ProbeFailure> SentinelStore::Vote(
     const std::vector<std::string>& sentinels,
     const std::vector<std::variant<SentinelView, ProbeFailure>>& answers,
     const std::vector<MemberSpec>& members, int* minority_votes) {
@@ -248,7 +248,7 @@ std::variant<DcsView, ProbeFailure> SentinelStore::Vote(
   for (const auto& [address, count] : votes) {
     if (2 * count > static_cast<int>(sentinels.size())) majority = address;
   }
-  DcsView record;
+  LockRecord record;
   record.lease_id = "0";
   for (const auto& answer : answers) {
     const auto* view = std::get_if<SentinelView>(&answer);

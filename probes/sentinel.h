@@ -41,7 +41,7 @@ struct SentinelAuth {
 /// deadline, so a hung sentinel costs no other one's time and holds no thread), and the master a
 /// strict majority of the configured sentinels names is the holder; its config-epoch is the epoch
 /// (the fencing token of a failover). Sentinels that disagree or do not answer go into
-/// `DcsView::dissent`. A failover is `handover_in_progress` while a strict majority of the
+/// `LockRecord::dissent`. A failover is `handover_in_progress` while a strict majority of the
 /// configured sentinels report it (in progress, or a newer master than the majority's), for at
 /// most kSentinelHandoverBound; a minority's report is dissent, and believed only in its first
 /// kSentinelAgreementBound (see BoundHandover). Read-only. Start() on the loop thread, one at a
@@ -64,7 +64,7 @@ class SentinelStore : public AsyncLockStore {
   /// of `sentinels`. A failure when no sentinel answered. `minority_votes`, when given, is set
   /// to the number of sentinels reporting a failover when they are fewer than a majority (and
   /// a majority names a holder); left alone otherwise.
-  static std::variant<DcsView, ProbeFailure> Vote(
+  static std::variant<LockRecord, ProbeFailure> Vote(
       const std::vector<std::string>& sentinels,
       const std::vector<std::variant<SentinelView, ProbeFailure>>& answers,
       const std::vector<MemberSpec>& members, int* minority_votes = nullptr);
@@ -81,7 +81,7 @@ class SentinelStore : public AsyncLockStore {
   /// read; a minority's (`minority_votes` sentinels, from Vote) for kSentinelAgreementBound
   /// only, the time the others take to hear of a failover the leader has just made. Sets or
   /// clears `handover_in_progress` accordingly, saying why in dissent.
-  static void BoundHandover(DcsView& view, int minority_votes, HandoverClock& clock,
+  static void BoundHandover(LockRecord& view, int minority_votes, HandoverClock& clock,
                             WallClock::time_point now);
 
  private:

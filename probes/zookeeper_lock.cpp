@@ -103,7 +103,7 @@ ChildName ParseLockChildName(const std::string& name) {
   return ChildName{};
 }
 
-std::vector<LockChild> OrderCandidates(const std::vector<std::string>& names, DcsView& view) {
+std::vector<LockChild> OrderCandidates(const std::vector<std::string>& names, LockRecord& view) {
   std::vector<LockChild> candidates;
   size_t foreign = 0;
   for (const std::string& name : names) {
@@ -132,7 +132,7 @@ std::vector<LockChild> OrderCandidates(const std::vector<std::string>& names, Dc
 }
 
 void FillHolder(const LockChild& child, const LockHolderNode& node, int max_data_bytes,
-                const std::vector<MemberSpec>& members, DcsView& view) {
+                const std::vector<MemberSpec>& members, LockRecord& view) {
   view.holder_token = std::to_string(node.czxid);
   view.mod_revision = node.czxid;
   char session[32];

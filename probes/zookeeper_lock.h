@@ -48,7 +48,7 @@ ChildName ParseLockChildName(const std::string& name);
 /// The candidates among `names` in the order they would hold (lowest sequence first), and in
 /// `view` the waiting list (escaped, capped), a rejected entry per refused name and one for
 /// the foreign names. Pure; thread-safe.
-std::vector<LockChild> OrderCandidates(const std::vector<std::string>& names, DcsView& view);
+std::vector<LockChild> OrderCandidates(const std::vector<std::string>& names, LockRecord& view);
 
 /// The holder child's facts, read after its name: they fill `view`'s holder fields.
 struct LockHolderNode {
@@ -62,7 +62,7 @@ struct LockHolderNode {
 /// `lease_id` its session (hex), `holder` the member whose identity is its data. A node that
 /// is not ephemeral, or data above `max_data_bytes`, is said in `rejected`. Pure; thread-safe.
 void FillHolder(const LockChild& child, const LockHolderNode& node, int max_data_bytes,
-                const std::vector<MemberSpec>& members, DcsView& view);
+                const std::vector<MemberSpec>& members, LockRecord& view);
 
 /// The record of a zookeeper_lock cluster, for people.
 std::string ZooKeeperLockRecord(const ZooKeeperLockSpec& spec);

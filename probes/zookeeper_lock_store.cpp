@@ -38,7 +38,7 @@ class ZooKeeperLockReader : public ZooKeeperSession {
   static std::shared_ptr<ZooKeeperLockReader> Armer(const void* data);
 
   const std::vector<MemberSpec> members_;
-  DcsView view_;
+  LockRecord view_;
   std::vector<LockChild> candidates_;
   int attempts_ = 0;
 };
@@ -101,7 +101,7 @@ void ZooKeeperLockReader::ExistsArmed(int rc, const Stat*, const void* data) {
 }
 
 void ZooKeeperLockReader::ListChildren() {
-  view_ = DcsView{};
+  view_ = LockRecord{};
   view_.endpoint = ZooKeeperHostList(spec_.hosts);
   if (new_session_) {
     // A new session may land on a follower behind the one read before: a sync first (the
@@ -204,12 +204,12 @@ void ZooKeeperLockStore::Start(SteadyClock::time_point deadline, Done done) {
   std::weak_ptr<ZooKeeperWitness> weak = witness_;
   reader_->StartRead(deadline, [weak, deadline, done = std::move(done)](auto read) {
     auto witness = weak.lock();
-    auto* view = std::get_if<DcsView>(&read);
+    auto* view = std::get_if<LockRecord>(&read);
     if (!witness || view == nullptr) return done(std::move(read));
     // The answer holds no reference to the witness: a store dropped meanwhile frees its client
     // on the loop, dropping the request.
     ReadResourceWitness(witness->client, witness->spec, deadline, std::move(*view),
-                        [done](DcsView view) { done(std::move(view)); });
+                        [done](LockRecord view) { done(std::move(view)); });
   });
 }
 

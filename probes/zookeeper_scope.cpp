@@ -24,7 +24,7 @@ std::string SessionHex(std::int64_t session) {
   return session == 0 ? "0" : text;
 }
 
-void ApplyLeader(const ScopeZnode& node, DcsView& view) {
+void ApplyLeader(const ScopeZnode& node, LockRecord& view) {
   view.holder = NetworkName(node.data);
   view.mod_revision = node.czxid;
   view.lease_id = SessionHex(node.ephemeral_owner);
@@ -37,7 +37,7 @@ void ApplyLeader(const ScopeZnode& node, DcsView& view) {
 }  // namespace
 
 std::optional<ProbeFailure> ApplyScopeZnode(const std::string& name, const ScopeZnode& node,
-                                            int max_data_bytes, DcsView& view) {
+                                            int max_data_bytes, LockRecord& view) {
   const bool member = name.rfind("members/", 0) == 0;
   if (name != "leader" && name != "initialize" && name != "config" && !member) return std::nullopt;
   if (node.data_length > max_data_bytes || node.data.size() > static_cast<size_t>(max_data_bytes)) {
@@ -85,12 +85,12 @@ class ZooKeeperScopeReader : public ZooKeeperSession {
 
   std::string Path(const std::string& name) const { return spec_.path + "/" + name; }
 
-  DcsView view_;
+  LockRecord view_;
   int outstanding_ = 0;  // requests of the current read not answered yet
 };
 
 void ZooKeeperScopeReader::SendRead() {
-  view_ = DcsView{};
+  view_ = LockRecord{};
   view_.endpoint = ZooKeeperHostList(spec_.hosts);
   outstanding_ = 0;
   for (const char* name : {"leader", "initialize", "config"}) Get(name);

@@ -33,7 +33,7 @@ struct ScopeZnode {
 /// `max_data_bytes` is refused in `view.rejected`, except the leader's, which fails the read
 /// (the holder cannot be told). Other names are ignored. Pure; thread-safe.
 std::optional<ProbeFailure> ApplyScopeZnode(const std::string& name, const ScopeZnode& node,
-                                            int max_data_bytes, DcsView& view);
+                                            int max_data_bytes, LockRecord& view);
 
 /// The znode path of a cluster's scope, "<namespace>/<scope>". Pure.
 std::string PatroniScopePath(const ClusterSpec& spec);

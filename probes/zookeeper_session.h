@@ -49,7 +49,7 @@ std::unique_ptr<LockWatch> MakeZooKeeperWatch(std::shared_ptr<ZooKeeperWatchStat
 /// requests (SendRead) and set their watches (ArmWatch); this class owns everything else.
 class ZooKeeperSession : public std::enable_shared_from_this<ZooKeeperSession> {
  public:
-  using Result = std::variant<DcsView, ProbeFailure>;
+  using Result = std::variant<LockRecord, ProbeFailure>;
   using Done = AsyncLockStore::Done;
 
   /// `spec` gives the ensemble, the session timeout and the digest login.

@@ -80,7 +80,7 @@ std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observati
   return evidence;
 }
 
-std::optional<TransitionEvidence> DescribeHandover(const DcsView& record,
+std::optional<TransitionEvidence> DescribeHandover(const LockRecord& record,
                                                    const std::vector<std::string>& writable,
                                                    const ClusterHistory& history,
                                                    WallClock::time_point now, Millis ttl) {

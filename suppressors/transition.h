@@ -23,7 +23,7 @@ std::optional<TransitionEvidence> DescribeTransition(const std::vector<Observati
 /// master). Needs the store's holder among `writable`; every other writable member must be so
 /// explained. nullopt otherwise, and whenever a writable member left a probe unanswered within
 /// `ttl`: one back from being frozen or partitioned is never excused.
-std::optional<TransitionEvidence> DescribeHandover(const DcsView& record,
+std::optional<TransitionEvidence> DescribeHandover(const LockRecord& record,
                                                    const std::vector<std::string>& writable,
                                                    const ClusterHistory& history,
                                                    WallClock::time_point now, Millis ttl);

@@ -113,7 +113,7 @@ TEST_CASE("alerts: a page sent in an unconfirmed round of an open incident still
 TEST_CASE("alerts: the description does not change from round to round", "[alerts]") {
   AlertingSpec alerting;
   auto c = Snapshot(Verdict::kSplitBrain, 1, Lock::kStore);
-  DcsView view;
+  LockRecord view;
   view.holder = "pg-2";
   view.mod_revision = 42;
   view.lease_ttl_remaining = 9;

@@ -434,15 +434,15 @@ TEST_CASE(
   spec.etcd_election.prefix = "/election/orders";
   spec.etcd_election.endpoints = {hostile, etcd.endpoint()};
   sbd::EtcdElectionStore store(spec);
-  std::variant<sbd::DcsView, sbd::ProbeFailure> read;
+  std::variant<sbd::LockRecord, sbd::ProbeFailure> read;
   REQUIRE(WaitFor(
       [&] {
         read = store.Read(Clock::now() + milliseconds(2000));
-        const auto* view = std::get_if<sbd::DcsView>(&read);
+        const auto* view = std::get_if<sbd::LockRecord>(&read);
         return view != nullptr && !view->holder_token.empty();
       },
       milliseconds(20000)));
-  CHECK(std::get<sbd::DcsView>(read).endpoint == etcd.endpoint());
+  CHECK(std::get<sbd::LockRecord>(read).endpoint == etcd.endpoint());
 
   // The trickling endpoint alone: the read fails at its deadline, naming the bound.
   spec.etcd_election.endpoints = {hostile};

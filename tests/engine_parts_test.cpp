@@ -137,7 +137,7 @@ TEST_CASE("engine parts: FoldRound keeps the lock store's answer and its ttl", "
   state.spec.ttl_from_dcs = true;
   state.spec.probe_interval = Millis(5000);
   state.spec.probe_timeout = Millis(4000);
-  DcsView view;
+  LockRecord view;
   view.holder = "a";
   view.config_ttl = 6;  // Patroni's ttl 6 s is below three 5 s intervals
   RoundReadings round = Round({Read("a", true, 0, 5), Read("b", false, 0, 5)});
@@ -165,7 +165,7 @@ TEST_CASE("engine parts: discovery adds members within max_members and expires t
   state.spec.discovery.max_members = 2;
   state.spec.discovery.dsn = "user=splitbrain dbname=postgres";
   state.spec.discovery.expire_after = std::chrono::seconds(60);
-  DcsView view;
+  LockRecord view;
   const auto registered = [](std::string name, std::string conn, std::string api = "") {
     DcsMember m;
     m.name = std::move(name);
@@ -197,7 +197,7 @@ TEST_CASE("engine parts: discovery adds members within max_members and expires t
 
   for (MemberSpec& m : plan.added) state.spec.members.push_back(m);
   std::map<std::string, WallClock::time_point> absent;
-  DcsView later;
+  LockRecord later;
   later.members = {view.members[0], view.members[1]};  // pg3 gone from the record
   TrackAbsence(state.spec, later, absent, kWall);
   CHECK(absent.count("pg3") == 1);

@@ -145,11 +145,11 @@ class FakeProbe : public MemberProbe {
 // The record a fake lock store answers with; the test changes it between rounds. Thread-safe.
 class FakeRecord {
  public:
-  void Set(DcsView view) {
+  void Set(LockRecord view) {
     std::lock_guard<std::mutex> lock(mu_);
     view_ = std::move(view);
   }
-  DcsView Get() {
+  LockRecord Get() {
     std::lock_guard<std::mutex> lock(mu_);
     ++reads_;
     return view_;
@@ -161,14 +161,14 @@ class FakeRecord {
 
  private:
   mutable std::mutex mu_;
-  DcsView view_;
+  LockRecord view_;
   int reads_ = 0;
 };
 
 class FakeLockStore : public LockStore {
  public:
   explicit FakeLockStore(std::shared_ptr<FakeRecord> record) : record_(std::move(record)) {}
-  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point) override {
+  std::variant<LockRecord, ProbeFailure> Read(SteadyClock::time_point) override {
     return record_->Get();
   }
 
@@ -259,8 +259,8 @@ ValidatedConfig PatroniCluster(const std::vector<std::string>& names, const std:
       extra + MembersYaml(names));
 }
 
-DcsView Record(const std::string& holder, std::vector<std::string> registered = {}) {
-  DcsView view;
+LockRecord Record(const std::string& holder, std::vector<std::string> registered = {}) {
+  LockRecord view;
   view.holder = holder;
   view.initialize = kLineage;
   for (size_t i = 0; i < registered.size(); ++i) {
@@ -400,7 +400,7 @@ TEST_CASE("engine: a Patroni cluster without a ttl takes its round interval from
           "[engine]") {
   FakeWorld world;
   world.Member("a")->Script({Primary()});
-  DcsView record = Record("a");
+  LockRecord record = Record("a");
   record.config_ttl = 6;
   world.record()->Set(record);
   Scheduler scheduler(PatroniCluster({"a"}, ""), world.Factories());
@@ -431,10 +431,10 @@ TEST_CASE("engine: /status never shows a negative or wrapped ttl from the record
          {"mod_revision", "7"},
          {"lease", "0"}}}}};
   auto parsed = EtcdScopeProbe::ParseRange(range, prefix);
-  REQUIRE(std::holds_alternative<DcsView>(parsed));
-  DcsView record = Record("a");
-  record.config_ttl = std::get<DcsView>(parsed).config_ttl;
-  record.rejected = std::get<DcsView>(parsed).rejected;
+  REQUIRE(std::holds_alternative<LockRecord>(parsed));
+  LockRecord record = Record("a");
+  record.config_ttl = std::get<LockRecord>(parsed).config_ttl;
+  record.rejected = std::get<LockRecord>(parsed).rejected;
   FakeWorld world;
   world.Member("a")->Script({Primary()});
   world.record()->Set(record);
@@ -450,7 +450,7 @@ TEST_CASE("engine: /status never shows a negative or wrapped ttl from the record
 TEST_CASE("engine: an explicit ttl is kept whatever the record says", "[engine]") {
   FakeWorld world;
   world.Member("a")->Script({Primary()});
-  DcsView record = Record("a");
+  LockRecord record = Record("a");
   record.config_ttl = 6;
   world.record()->Set(record);
   Scheduler scheduler(PatroniCluster({"a"}, "    ttl: 30s\n"), world.Factories());
@@ -681,7 +681,7 @@ class WatchedLockStore : public LockStore {
  public:
   WatchedLockStore(std::shared_ptr<FakeRecord> record, std::shared_ptr<LockWatch::Changed> hook)
       : record_(std::move(record)), hook_(std::move(hook)) {}
-  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point) override {
+  std::variant<LockRecord, ProbeFailure> Read(SteadyClock::time_point) override {
     return record_->Get();
   }
   std::unique_ptr<LockWatch> Watch(LockWatch::Changed on_change) override {

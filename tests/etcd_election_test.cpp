@@ -1,5 +1,5 @@
 // The etcd_election lock store's parser (issue 13): a /v3/kv/range answer over the election's
-// keys as the engine's DcsView.
+// keys as the engine's LockRecord.
 #include "probes/etcd_election.h"
 
 #include <catch2/catch.hpp>
@@ -24,10 +24,10 @@ json Kv(const std::string& key, const std::string& value, std::int64_t create_re
           {"lease", lease}};
 }
 
-sbd::DcsView Parsed(const json& body, const std::vector<sbd::MemberSpec>& members = {}) {
+sbd::LockRecord Parsed(const json& body, const std::vector<sbd::MemberSpec>& members = {}) {
   auto result = sbd::ParseElectionRange(body, "/election/orders/", members);
-  REQUIRE(std::holds_alternative<sbd::DcsView>(result));
-  return std::get<sbd::DcsView>(result);
+  REQUIRE(std::holds_alternative<sbd::LockRecord>(result));
+  return std::get<sbd::LockRecord>(result);
 }
 
 }  // namespace
@@ -44,7 +44,7 @@ TEST_CASE("etcd_election: the lowest create revision holds, its revision the tok
                        Kv("/election/orders/694d5", "a", 17, "7585"),
                        Kv("/election/orders/694d9", "c", 90, "7589")}},
                      {"count", "3"}};
-  const sbd::DcsView view = Parsed(body);
+  const sbd::LockRecord view = Parsed(body);
   CHECK(view.holder_token == "17");
   CHECK(view.mod_revision == 17);
   CHECK(view.lease_id == "7585");
@@ -65,7 +65,7 @@ TEST_CASE("etcd_election: a member whose identity is the holder's value is named
 }
 
 TEST_CASE("etcd_election: no candidates is an empty record, not a failure", "[election]") {
-  const sbd::DcsView view = Parsed(json{{"header", {{"revision", "7"}}}});
+  const sbd::LockRecord view = Parsed(json{{"header", {{"revision", "7"}}}});
   CHECK(view.holder_token.empty());
   CHECK(view.lease_id == "0");
   CHECK(view.waiting.empty());
@@ -77,7 +77,7 @@ TEST_CASE("etcd_election: a holder without lease, a capped read and keys outside
                       {Kv("/election/orders/x", "a", 3, "0"), Kv("/election/ordersX", "z", 1, "9"),
                        Kv("/election/orders/y", "b", 4, "12")}},
                      {"more", true}};
-  const sbd::DcsView view = Parsed(body);
+  const sbd::LockRecord view = Parsed(body);
   CHECK(view.holder_token == "3");  // the key outside the prefix is skipped
   REQUIRE(view.rejected.size() == 2);
   CHECK(view.rejected[0] == "/election/orders/x: no lease: the holder's key never expires");
@@ -90,7 +90,7 @@ TEST_CASE("etcd_election: the waiting list is capped and hostile key names are e
   for (int i = 0; i < 20; ++i) {
     kvs.push_back(Kv("/election/orders/k\n" + std::to_string(i), "", 10 + i, "1"));
   }
-  const sbd::DcsView view = Parsed(json{{"kvs", kvs}});
+  const sbd::LockRecord view = Parsed(json{{"kvs", kvs}});
   REQUIRE(view.waiting.size() == sbd::kMaxShownWaiting + 1);
   CHECK(view.waiting[0] == "/election/orders/k\\n1 (revision 11)");
   CHECK(view.waiting.back() == "and 3 more");

@@ -31,8 +31,8 @@ sbd::Assessment DoubleHolder() {
   return a;
 }
 
-sbd::DcsView Witnessed(std::int64_t store_revision, std::optional<std::int64_t> resource) {
-  sbd::DcsView view;
+sbd::LockRecord Witnessed(std::int64_t store_revision, std::optional<std::int64_t> resource) {
+  sbd::LockRecord view;
   view.store_revision = store_revision;
   view.resource_token = resource;
   return view;
@@ -45,7 +45,7 @@ const sbd::WallClock::time_point kAt = sbd::WallClock::time_point(std::chrono::h
 TEST_CASE("fencing: a zombie whose token is below the resource's is a fenced double holder",
           "[fencing]") {
   sbd::FencingMemory memory;
-  const sbd::DcsView view = Witnessed(50, 42);
+  const sbd::LockRecord view = Witnessed(50, 42);
   sbd::RecordFencing(memory, view, kAt);
   sbd::Assessment a = DoubleHolder();
   sbd::JudgeFencing(memory, &view, {Claimer("a", "17"), Claimer("b", "42")}, a);
@@ -58,7 +58,7 @@ TEST_CASE("fencing: a zombie whose token is below the resource's is a fenced dou
 TEST_CASE("fencing: a zombie at or above the resource's token, or not a number, is not fenced",
           "[fencing]") {
   sbd::FencingMemory memory;
-  const sbd::DcsView view = Witnessed(50, 17);
+  const sbd::LockRecord view = Witnessed(50, 17);
   for (const std::string token : {"17", "99", "x17", ""}) {
     CAPTURE(token);
     sbd::Assessment a = DoubleHolder();
@@ -71,7 +71,7 @@ TEST_CASE("fencing: a zombie at or above the resource's token, or not a number, 
 TEST_CASE("fencing: without a witness reading, or a holder, nothing is fenced", "[fencing]") {
   sbd::FencingMemory memory;
   sbd::Assessment a = DoubleHolder();
-  const sbd::DcsView no_witness = Witnessed(50, std::nullopt);
+  const sbd::LockRecord no_witness = Witnessed(50, std::nullopt);
   sbd::JudgeFencing(memory, &no_witness, {Claimer("a", "1"), Claimer("b", "42")}, a);
   CHECK_FALSE(a.split_brain_fenced);
   sbd::Assessment unread = DoubleHolder();
@@ -79,7 +79,7 @@ TEST_CASE("fencing: without a witness reading, or a holder, nothing is fenced", 
   CHECK_FALSE(unread.split_brain_fenced);
   sbd::Assessment no_holder = DoubleHolder();
   no_holder.lock_holder.clear();
-  const sbd::DcsView view = Witnessed(50, 42);
+  const sbd::LockRecord view = Witnessed(50, 42);
   sbd::JudgeFencing(memory, &view, {Claimer("a", "1"), Claimer("b", "42")}, no_holder);
   CHECK_FALSE(no_holder.split_brain_fenced);
 }
@@ -95,7 +95,7 @@ TEST_CASE("fencing: a resource token or store revision that goes back breaks the
   CHECK(memory.regressions[1] ==
         "the lock store's revision went back from 51 to 12 (restored from a backup?)");
   // A broken fence fences nobody: the zombie's write may have landed.
-  const sbd::DcsView view = Witnessed(52, 42);
+  const sbd::LockRecord view = Witnessed(52, 42);
   sbd::Assessment a = DoubleHolder();
   sbd::JudgeFencing(memory, &view, {Claimer("a", "17"), Claimer("b", "42")}, a);
   CHECK(a.fenced_zombies == std::vector<std::string>{"a"});
@@ -113,7 +113,7 @@ TEST_CASE("fencing: a witness token the lock store never issued fences nobody an
   sbd::FencingMemory memory;
   // The store is at revision 50: no key it holds, nor any token it issued, is above that.
   const std::int64_t forged = std::int64_t{1} << 53;
-  const sbd::DcsView view = Witnessed(50, forged);
+  const sbd::LockRecord view = Witnessed(50, forged);
   sbd::RecordFencing(memory, view, kAt);
   sbd::Assessment a = DoubleHolder();
   sbd::JudgeFencing(memory, &view, {Claimer("a", "17"), Claimer("b", "42")}, a);
@@ -126,7 +126,7 @@ TEST_CASE("fencing: a witness token the lock store never issued fences nobody an
   CHECK(a.fenced_zombies.empty());
   CHECK_FALSE(a.split_brain_fenced);
   // Not remembered as the resource's high either: an honest 42 next is no regression.
-  const sbd::DcsView honest = Witnessed(51, 42);
+  const sbd::LockRecord honest = Witnessed(51, 42);
   sbd::RecordFencing(memory, honest, kAt + std::chrono::seconds(1));
   CHECK(memory.regressions.empty());
   sbd::Assessment next = DoubleHolder();
@@ -145,7 +145,7 @@ TEST_CASE(
            {50, 50, true}, {50, 18, true}, {50, 51, false}, {0, 18, false}}) {
     CAPTURE(store_revision, token);
     sbd::FencingMemory memory;
-    const sbd::DcsView view = Witnessed(store_revision, token);
+    const sbd::LockRecord view = Witnessed(store_revision, token);
     sbd::RecordFencing(memory, view, kAt);
     sbd::Assessment a = DoubleHolder();
     sbd::JudgeFencing(memory, &view, {Claimer("a", "17"), Claimer("b", "42")}, a);

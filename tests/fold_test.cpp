@@ -82,7 +82,7 @@ TEST_CASE("fold: a reload keeps what rounds wrote, for the members the new confi
   old.history.members["a"].writable_since = kT0;
   old.history.members["b"];
   old.discovery_rejected = {"z"};
-  old.last_dcs = DcsResult(ProbeFailure{ProbeFailureReason::kTimeout, "x"});
+  old.last_dcs = LockRecordResult(ProbeFailure{ProbeFailureReason::kTimeout, "x"});
   Observation a, b;
   a.member = "a";
   b.member = "b";
@@ -136,9 +136,9 @@ TEST_CASE("fold: the round's readings count per member and per failure reason", 
   CHECK(state.counters.at("b").failures_by_reason.at(ReasonName(ProbeFailureReason::kRefused)) ==
         2);
   CHECK(HolderOf(nullptr).empty());
-  DcsView view;
+  LockRecord view;
   view.holder = "a";
-  const DcsResult named(view);
+  const LockRecordResult named(view);
   CHECK(HolderOf(&named) == "a");
 }
 

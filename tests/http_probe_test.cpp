@@ -182,8 +182,8 @@ TEST_CASE("etcd probe: the second endpoint answers when the first is black-holed
   SilentListener hung;
   EtcdScopeProbe probe({hung.url(), etcd.url()}, "/service", "demo");
   auto result = probe.Read(SteadyClock::now() + milliseconds(800));
-  REQUIRE(std::holds_alternative<DcsView>(result));
-  const DcsView& view = std::get<DcsView>(result);
+  REQUIRE(std::holds_alternative<LockRecord>(result));
+  const LockRecord& view = std::get<LockRecord>(result);
   CHECK(view.holder == "pg-2");
   CHECK(view.mod_revision == 42);
   CHECK(view.lease_ttl_remaining == 7);
@@ -250,8 +250,8 @@ TEST_CASE("patroni probe: Patroni 3.0.2's recorded answers parse", "[http]") {
 
 TEST_CASE("etcd probe: recorded ranges give holder, revision, lineage and members", "[http]") {
   auto all = EtcdScopeProbe::ParseRange(Recorded("etcd-range-all.json"), "/service/sbd-selftest/");
-  REQUIRE(std::holds_alternative<DcsView>(all));
-  const DcsView& view = std::get<DcsView>(all);
+  REQUIRE(std::holds_alternative<LockRecord>(all));
+  const LockRecord& view = std::get<LockRecord>(all);
   CHECK(view.holder == "node1");
   CHECK(view.mod_revision > 0);
   CHECK(view.lease_id != "0");
@@ -275,7 +275,7 @@ TEST_CASE("etcd probe: recorded ranges give holder, revision, lineage and member
 
   auto frozen = EtcdScopeProbe::ParseRange(Recorded("etcd-range-leader-during-freeze.json"),
                                            "/service/sbd-selftest/");
-  REQUIRE(std::holds_alternative<DcsView>(frozen));
+  REQUIRE(std::holds_alternative<LockRecord>(frozen));
 }
 
 }  // namespace sbd
@@ -316,10 +316,10 @@ TEST_CASE("etcd probe: a poisoned member key and a malformed lease answer leave 
                     "application/json");
   });
   EtcdScopeProbe probe({etcd.url()}, "/service", "demo");
-  std::variant<DcsView, ProbeFailure> result;
+  std::variant<LockRecord, ProbeFailure> result;
   REQUIRE_NOTHROW(result = probe.Read(SteadyClock::now() + milliseconds(800)));
-  REQUIRE(std::holds_alternative<DcsView>(result));
-  const DcsView& view = std::get<DcsView>(result);
+  REQUIRE(std::holds_alternative<LockRecord>(result));
+  const LockRecord& view = std::get<LockRecord>(result);
   CHECK(view.holder == "pg-2");
   CHECK(view.members.empty());
   CHECK(view.lease_ttl_remaining == -1);
@@ -495,10 +495,10 @@ TEST_CASE(
   auto result = probe.Read(start + milliseconds(1600));
   double took = MillisSince(start);
   INFO("read after " << took << " ms");
-  REQUIRE(std::holds_alternative<DcsView>(result));
-  CHECK(std::get<DcsView>(result).holder == "pg-2");
-  CHECK(std::get<DcsView>(result).lease_ttl_remaining == 7);
-  CHECK(std::get<DcsView>(result).endpoint == etcd.url());
+  REQUIRE(std::holds_alternative<LockRecord>(result));
+  CHECK(std::get<LockRecord>(result).holder == "pg-2");
+  CHECK(std::get<LockRecord>(result).lease_ttl_remaining == 7);
+  CHECK(std::get<LockRecord>(result).endpoint == etcd.url());
   // The trickle cost its half of the deadline, not all of it.
   CHECK(took >= 800 - 50);
   CHECK(took < 800 + 400);
@@ -506,7 +506,7 @@ TEST_CASE(
   // The endpoint that answered is tried first next time.
   start = SteadyClock::now();
   result = probe.Read(start + milliseconds(1600));
-  REQUIRE(std::holds_alternative<DcsView>(result));
+  REQUIRE(std::holds_alternative<LockRecord>(result));
   CHECK(MillisSince(start) < 400);
 
   // The trickling endpoint alone fails at its deadline, naming it and the bound.

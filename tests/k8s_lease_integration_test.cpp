@@ -191,7 +191,7 @@ sbd::ClusterSpec Spec(const std::string& server, const std::string& ca, const st
   return spec;
 }
 
-sbd::ProbeFailure Failure(const std::variant<sbd::DcsView, sbd::ProbeFailure>& read) {
+sbd::ProbeFailure Failure(const std::variant<sbd::LockRecord, sbd::ProbeFailure>& read) {
   REQUIRE(std::holds_alternative<sbd::ProbeFailure>(read));
   return std::get<sbd::ProbeFailure>(read);
 }
@@ -209,7 +209,7 @@ TEST_CASE("k8s_lease store: the Lease over verified HTTPS gives holder, epoch an
   sbd::K8sLeaseStore store(Spec(api.url(), pki.ca, token));
   auto read = store.Read(Soon());
   if (auto* failure = std::get_if<sbd::ProbeFailure>(&read)) FAIL(failure->message);
-  const sbd::DcsView view = std::get<sbd::DcsView>(read);
+  const sbd::LockRecord view = std::get<sbd::LockRecord>(read);
   CHECK(view.holder == "a");
   CHECK(view.holder_token == "pod-a");
   CHECK(view.mod_revision == 0);
@@ -219,7 +219,7 @@ TEST_CASE("k8s_lease store: the Lease over verified HTTPS gives holder, epoch an
   CHECK(view.rejected.empty());
   CHECK(view.endpoint == api.url());
   api.Hand("pod-b");
-  const sbd::DcsView moved = std::get<sbd::DcsView>(store.Read(Soon()));
+  const sbd::LockRecord moved = std::get<sbd::LockRecord>(store.Read(Soon()));
   CHECK(moved.holder.empty());  // no member is pod-b: the engine matches the claims' tokens
   CHECK(moved.holder_token == "pod-b");
   CHECK(moved.mod_revision == 1);
@@ -275,7 +275,7 @@ TEST_CASE("k8s_lease store: a kubeconfig's current context gives server, CA data
   sbd::K8sLeaseStore store(spec);
   auto read = store.Read(Soon());
   if (auto* failure = std::get_if<sbd::ProbeFailure>(&read)) FAIL(failure->message);
-  CHECK(std::get<sbd::DcsView>(read).holder == "a");
+  CHECK(std::get<sbd::LockRecord>(read).holder == "a");
 }
 
 namespace {
@@ -372,7 +372,7 @@ TEST_CASE(
   sbd::K8sLeaseStore hostile(Spec(hostile_url, pki.ca, token));
   const auto start = Clock::now();
   const milliseconds budget(2000);
-  std::variant<sbd::DcsView, sbd::ProbeFailure> hostile_read;
+  std::variant<sbd::LockRecord, sbd::ProbeFailure> hostile_read;
   std::thread reader([&] { hostile_read = hostile.Read(start + budget); });
   REQUIRE(WaitFor([&] { return trickle.accepted() > 0; }, budget));
   // The healthy Lease reads on the same loop while the trickle holds its request open.
@@ -381,7 +381,7 @@ TEST_CASE(
   reader.join();
   const double took = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (auto* failure = std::get_if<sbd::ProbeFailure>(&read)) FAIL(failure->message);
-  CHECK(std::get<sbd::DcsView>(read).holder == "a");
+  CHECK(std::get<sbd::LockRecord>(read).holder == "a");
   CHECK(healthy_at < start + budget);
   const sbd::ProbeFailure failure = Failure(hostile_read);
   INFO(failure.message << " after " << took << " ms");

@@ -138,7 +138,7 @@ TEST_CASE("k8s_lease: a renewTime whose lease end would wrap is rejected", "[k8s
   CHECK_FALSE(lease.renew_time);
   CHECK(lease.rejected == std::vector<std::string>{"spec.renewTime: too late to add the lease "
                                                    "duration to: the time left is unknown"});
-  const sbd::DcsView view = sbd::K8sLeaseAsView(lease, {}, WallClock::now());
+  const sbd::LockRecord view = sbd::K8sLeaseAsView(lease, {}, WallClock::now());
   CHECK(view.lease_ttl_remaining == -1);
 }
 
@@ -153,18 +153,18 @@ TEST_CASE("k8s_lease: the view names the member by identity, the epoch and the t
   const K8sLeaseObject lease =
       Parsed(Lease(R"({"holderIdentity":"pod-b","renewTime":"2026-12-01T04:41:22.000000Z",)"
                    R"("leaseDurationSeconds":15,"leaseTransitions":4})"));
-  const sbd::DcsView view = sbd::K8sLeaseAsView(lease, {a, b}, At(1796100082 + 10, 500000));
+  const sbd::LockRecord view = sbd::K8sLeaseAsView(lease, {a, b}, At(1796100082 + 10, 500000));
   CHECK(view.holder == "b");
   CHECK(view.holder_token == "pod-b");
   CHECK(view.mod_revision == 4);
   CHECK(view.lease_granted_ttl == 15);
   CHECK(view.lease_ttl_remaining == 5);  // 4.5 s rounded up
   // Expired: the time left is unknown (-1); the holder stays named.
-  const sbd::DcsView expired = sbd::K8sLeaseAsView(lease, {a, b}, At(1796100082 + 16));
+  const sbd::LockRecord expired = sbd::K8sLeaseAsView(lease, {a, b}, At(1796100082 + 16));
   CHECK(expired.lease_ttl_remaining == -1);
   CHECK(expired.holder == "b");
   // A holder no member is: the token alone, for the engine to match against claims.
-  const sbd::DcsView stranger = sbd::K8sLeaseAsView(lease, {a}, At(1796100082));
+  const sbd::LockRecord stranger = sbd::K8sLeaseAsView(lease, {a}, At(1796100082));
   CHECK(stranger.holder.empty());
   CHECK(stranger.holder_token == "pod-b");
 }

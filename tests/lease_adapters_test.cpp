@@ -1,4 +1,4 @@
-// The redis_lease kind's adapters: a lease record as the engine's DcsView, the holder named by
+// The redis_lease kind's adapters: a lease record as the engine's LockRecord, the holder named by
 // its token, tokens shown to people, the claim probe as a member probe, and the verdict on a
 // round of claims.
 #include "probes/lease_adapters.h"
@@ -74,8 +74,8 @@ TEST_CASE("ShownToken: escapes control and quote bytes and cuts a long token", "
 
 TEST_CASE("LeaseRecordAsView: a held key gives its token, lease left and the identity's member",
           "[lease]") {
-  const DcsView view = LeaseRecordAsView(RecordOf({Held("lease:orders", "w-2", 2001)}),
-                                         {Candidate("a", "w-1"), Candidate("b", "w-2")});
+  const LockRecord view = LeaseRecordAsView(RecordOf({Held("lease:orders", "w-2", 2001)}),
+                                            {Candidate("a", "w-1"), Candidate("b", "w-2")});
   CHECK(view.endpoint == "127.0.0.1:6379");
   CHECK(view.holder_token == "w-2");
   CHECK(view.holder == "b");
@@ -83,7 +83,7 @@ TEST_CASE("LeaseRecordAsView: a held key gives its token, lease left and the ide
   CHECK(view.rejected.empty());
 
   // Without identities the engine names the holder from the claims; the store names nobody.
-  const DcsView bare =
+  const LockRecord bare =
       LeaseRecordAsView(RecordOf({Held("lease:orders", "w-2", 10)}), {Candidate("a")});
   CHECK(bare.holder.empty());
   CHECK(bare.holder_token == "w-2");
@@ -93,13 +93,13 @@ TEST_CASE("LeaseRecordAsView: gone, no TTL, another type, a cut token and two he
           "[lease]") {
   LeaseKeyReading gone;
   gone.key = "lease:orders";
-  const DcsView nobody = LeaseRecordAsView(RecordOf({gone}), {Candidate("a", "w-1")});
+  const LockRecord nobody = LeaseRecordAsView(RecordOf({gone}), {Candidate("a", "w-1")});
   CHECK(nobody.holder.empty());
   CHECK(nobody.holder_token.empty());
   CHECK(nobody.lease_ttl_remaining == -1);
   CHECK(nobody.rejected.empty());
 
-  const DcsView forever =
+  const LockRecord forever =
       LeaseRecordAsView(RecordOf({Held("lease:orders", "w-1", -1)}), {Candidate("a", "w-1")});
   CHECK(forever.holder == "a");
   CHECK(forever.lease_ttl_remaining == -1);
@@ -110,7 +110,7 @@ TEST_CASE("LeaseRecordAsView: gone, no TTL, another type, a cut token and two he
   hash.key = "lease:\x1b[31m";
   hash.state = LeaseKeyReading::State::kWrongType;
   hash.type = "hash";
-  const DcsView wrong = LeaseRecordAsView(RecordOf({hash}), {});
+  const LockRecord wrong = LeaseRecordAsView(RecordOf({hash}), {});
   CHECK(wrong.holder_token.empty());
   REQUIRE(wrong.rejected.size() == 1);
   CHECK(wrong.rejected[0] == "lease:\\x1B[31m: a hash, not a string: not a lease");
@@ -118,14 +118,14 @@ TEST_CASE("LeaseRecordAsView: gone, no TTL, another type, a cut token and two he
   LeaseKeyReading cut = Held("lease:orders", std::string(16, 't'), 500);
   cut.token_truncated = true;
   cut.token_length = 100000;
-  const DcsView unknown = LeaseRecordAsView(RecordOf({cut}), {});
+  const LockRecord unknown = LeaseRecordAsView(RecordOf({cut}), {});
   CHECK(unknown.holder_token.empty());
   REQUIRE(unknown.rejected.size() == 1);
   CHECK(unknown.rejected[0].find("100000 bytes") != std::string::npos);
 
   LeaseRecord two = RecordOf({Held("locks:1", "w-1", 500), Held("locks:2", "w-2", 500)});
   two.scan_limit_hit = "max_keys 2";
-  const DcsView several = LeaseRecordAsView(two, {Candidate("a", "w-1"), Candidate("b", "w-2")});
+  const LockRecord several = LeaseRecordAsView(two, {Candidate("a", "w-1"), Candidate("b", "w-2")});
   CHECK(several.holder.empty());
   CHECK(several.holder_token.empty());
   REQUIRE(several.rejected.size() == 2);
@@ -136,31 +136,31 @@ TEST_CASE("LeaseRecordAsView: gone, no TTL, another type, a cut token and two he
 TEST_CASE("NameHolderByToken: the one claimer carrying the record's token is its holder",
           "[lease]") {
   const auto now = SteadyClock::now();
-  DcsView view;
+  LockRecord view;
   view.holder_token = "token-b";
-  std::variant<DcsView, ProbeFailure> record = view;
+  std::variant<LockRecord, ProbeFailure> record = view;
   NameHolderByToken(record,
                     {Claiming("a", true, "token-a", now), Claiming("b", true, "token-b", now)});
-  CHECK(std::get<DcsView>(record).holder == "b");
+  CHECK(std::get<LockRecord>(record).holder == "b");
 
   // A claimer wins over a candidate that carries the token on a 0 series.
   record = view;
   NameHolderByToken(record,
                     {Claiming("a", false, "token-b", now), Claiming("b", true, "token-b", now)});
-  CHECK(std::get<DcsView>(record).holder == "b");
+  CHECK(std::get<LockRecord>(record).holder == "b");
 
   // Two claiming with one token: the record cannot tell them apart, so it names nobody.
   record = view;
   NameHolderByToken(record,
                     {Claiming("a", true, "token-b", now), Claiming("b", true, "token-b", now)});
-  CHECK(std::get<DcsView>(record).holder.empty());
+  CHECK(std::get<LockRecord>(record).holder.empty());
 
   // A holder the store named already stays.
-  DcsView named = view;
+  LockRecord named = view;
   named.holder = "a";
   record = named;
   NameHolderByToken(record, {Claiming("b", true, "token-b", now)});
-  CHECK(std::get<DcsView>(record).holder == "a");
+  CHECK(std::get<LockRecord>(record).holder == "a");
 }
 
 TEST_CASE("Assess: two concurrent claimers of a lease are a split brain naming the zombie",
@@ -172,9 +172,9 @@ TEST_CASE("Assess: two concurrent claimers of a lease are a split brain naming t
   const auto now = SteadyClock::now();
   const std::vector<Observation> round = {Claiming("a", true, "token-a", now),
                                           Claiming("b", true, "token-b", now)};
-  DcsView view;
+  LockRecord view;
   view.holder_token = "token-b";
-  DcsResult record = view;
+  LockRecordResult record = view;
   NameHolderByToken(record, round);
   ClusterHistory history;
   for (const auto& obs : round)

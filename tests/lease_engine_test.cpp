@@ -60,8 +60,8 @@ class FakeKey : public LockStore {
  public:
   FakeKey(std::string token, std::vector<std::string> dissent)
       : token_(std::move(token)), dissent_(std::move(dissent)) {}
-  std::variant<DcsView, ProbeFailure> Read(SteadyClock::time_point) override {
-    DcsView view;
+  std::variant<LockRecord, ProbeFailure> Read(SteadyClock::time_point) override {
+    LockRecord view;
     view.endpoint = "127.0.0.1:6379";
     view.holder_token = token_;
     view.lease_ttl_remaining = 2;

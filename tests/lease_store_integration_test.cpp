@@ -27,7 +27,7 @@ sbd::ClusterSpec LeaseCluster(int port) {
   return spec;
 }
 
-std::variant<sbd::DcsView, sbd::ProbeFailure> ReadOnce(sbd::RedisLeaseStore& store) {
+std::variant<sbd::LockRecord, sbd::ProbeFailure> ReadOnce(sbd::RedisLeaseStore& store) {
   return store.Read(SteadyClock::now() + milliseconds(2000));
 }
 
@@ -43,8 +43,8 @@ TEST_CASE("RedisLeaseStore: a read-only ACL user with a password file reads the 
   spec.redis_lease.password_file = sbd::testing::WriteFile(dir.path(), "pass", "s3cret-pass\n");
   sbd::RedisLeaseStore store(spec);
   auto read = ReadOnce(store);
-  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
-  const sbd::DcsView& view = std::get<sbd::DcsView>(read);
+  REQUIRE(std::holds_alternative<sbd::LockRecord>(read));
+  const sbd::LockRecord& view = std::get<sbd::LockRecord>(read);
   CHECK(view.holder_token == "w-b");
   CHECK(view.holder == "worker-b");  // its configured identity
   CHECK(view.lease_ttl_remaining >= 1);
@@ -54,9 +54,9 @@ TEST_CASE("RedisLeaseStore: a read-only ACL user with a password file reads the 
   // The key gone: nobody holds it, and the store says so without failing.
   REQUIRE(redis.Command({"DEL", "lease:orders"}) == "(integer) 1");
   read = ReadOnce(store);
-  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
-  CHECK(std::get<sbd::DcsView>(read).holder.empty());
-  CHECK(std::get<sbd::DcsView>(read).holder_token.empty());
+  REQUIRE(std::holds_alternative<sbd::LockRecord>(read));
+  CHECK(std::get<sbd::LockRecord>(read).holder.empty());
+  CHECK(std::get<sbd::LockRecord>(read).holder_token.empty());
 }
 
 TEST_CASE("RedisLeaseStore: an unset password variable and a wrong password name no secret",
@@ -82,7 +82,7 @@ TEST_CASE("RedisLeaseStore: an unset password variable and a wrong password name
   // Fixed in the environment, the next read logs in again.
   setenv("SBD_TEST_LEASE_PASSWORD", "s3cret-pass", 1);
   read = ReadOnce(wrong);
-  CHECK(std::holds_alternative<sbd::DcsView>(read));
+  CHECK(std::holds_alternative<sbd::LockRecord>(read));
   unsetenv("SBD_TEST_LEASE_PASSWORD");
 }
 
@@ -98,17 +98,17 @@ TEST_CASE("RedisLeaseStore: a pattern is scanned on the event loop, and its key 
   spec.redis_lease.pattern = "locks:*";
   sbd::RedisLeaseStore store(spec);
   auto read = ReadOnce(store);
-  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
-  CHECK(std::get<sbd::DcsView>(read).holder == "worker-b");
-  CHECK(std::get<sbd::DcsView>(read).rejected.empty());
+  REQUIRE(std::holds_alternative<sbd::LockRecord>(read));
+  CHECK(std::get<sbd::LockRecord>(read).holder == "worker-b");
+  CHECK(std::get<sbd::LockRecord>(read).rejected.empty());
 
   // Two held keys past a cap of one: the cap is reported, and the read still answers.
   REQUIRE(redis.Command({"SET", "locks:orders-2", "w-c", "PX", "5000"}) == "OK");
   spec.redis_lease.max_keys = 1;
   sbd::RedisLeaseStore capped(spec);
   read = ReadOnce(capped);
-  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
-  const auto& rejected = std::get<sbd::DcsView>(read).rejected;
+  REQUIRE(std::holds_alternative<sbd::LockRecord>(read));
+  const auto& rejected = std::get<sbd::LockRecord>(read).rejected;
   INFO(rejected.size());
   bool said = false;
   for (const auto& why : rejected) said = said || why.find("max_keys 1") != std::string::npos;

@@ -73,7 +73,7 @@ TEST_CASE("metrics: a name with invalid UTF-8 from the lock store leaves the scr
   c.has_round = true;
   c.assessment.lock_readable = true;
   c.assessment.lock_holder = bad;
-  DcsView dcs;
+  LockRecord dcs;
   dcs.holder = bad;
   c.last_good_dcs = dcs;
   const std::vector<ClusterSnapshot> clusters = {c};

@@ -239,8 +239,8 @@ TEST_CASE("pg_auto_failover: the store reads the monitor's record; a server with
     return store.Read(std::chrono::steady_clock::now() + seconds(3));
   };
   auto record = read();
-  REQUIRE(std::holds_alternative<DcsView>(record));
-  const DcsView& view = std::get<DcsView>(record);
+  REQUIRE(std::holds_alternative<LockRecord>(record));
+  const LockRecord& view = std::get<LockRecord>(record);
   CHECK(view.holder == "member-" + env.formation->Primary());
   CHECK(view.mod_revision > 0);
   CHECK(view.members.size() == 2);
@@ -248,9 +248,9 @@ TEST_CASE("pg_auto_failover: the store reads the monitor's record; a server with
 
   spec.pg_auto_failover.formation = "nosuch";
   record = read();
-  REQUIRE(std::holds_alternative<DcsView>(record));
-  CHECK(std::get<DcsView>(record).holder.empty());
-  CHECK(std::get<DcsView>(record).members.empty());
+  REQUIRE(std::holds_alternative<LockRecord>(record));
+  CHECK(std::get<LockRecord>(record).holder.empty());
+  CHECK(std::get<LockRecord>(record).members.empty());
 
   // A node's own PostgreSQL has no pgautofailover schema: a failed read, never a record.
   spec.pg_auto_failover.monitor.dsn = env.formation->nodes().front().Dsn();

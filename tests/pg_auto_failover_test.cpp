@@ -30,10 +30,10 @@ MonitorRow Node(const std::string& id, const std::string& name, const std::strin
   return {newest_event, id, name, host, "5432", goal, reported, "0/3000060"};
 }
 
-sbd::DcsView Fold(const std::vector<MonitorRow>& rows) {
+sbd::LockRecord Fold(const std::vector<MonitorRow>& rows) {
   auto record = sbd::FoldMonitorNodes(rows, kMembers, sbd::PgAutoFailoverSpec{});
   if (auto* failure = std::get_if<sbd::ProbeFailure>(&record)) FAIL(failure->message);
-  return std::get<sbd::DcsView>(record);
+  return std::get<sbd::LockRecord>(record);
 }
 
 sbd::ConfigResult Parse(const std::string& block) {
@@ -49,8 +49,8 @@ using sbd::testing::ConfigErrorLines;
 
 TEST_CASE("pg_auto_failover: the node with a primary goal holds, named by member address",
           "[pg_auto_failover]") {
-  const sbd::DcsView view = Fold({Node("1", "node_1", "10.0.0.1", "primary", "primary"),
-                                  Node("2", "node_2", "10.0.0.2", "secondary", "secondary")});
+  const sbd::LockRecord view = Fold({Node("1", "node_1", "10.0.0.1", "primary", "primary"),
+                                     Node("2", "node_2", "10.0.0.2", "secondary", "secondary")});
   CHECK(view.holder == "pg1");
   CHECK(view.mod_revision == 42);
   CHECK_FALSE(view.handover_in_progress);
@@ -77,7 +77,7 @@ TEST_CASE("pg_auto_failover: every primary-like goal of 2.0 names the holder, no
 
 TEST_CASE("pg_auto_failover: a failover in flight is a handover naming the promoted node",
           "[pg_auto_failover]") {
-  const sbd::DcsView view =
+  const sbd::LockRecord view =
       Fold({Node("1", "node_1", "10.0.0.1", "demote_timeout", "primary"),
             Node("2", "node_2", "10.0.0.2", "stop_replication", "prepare_promotion")});
   CHECK(view.holder == "pg2");
@@ -88,15 +88,16 @@ TEST_CASE("pg_auto_failover: a failover in flight is a handover naming the promo
 
 TEST_CASE("pg_auto_failover: an old primary still reporting primary keeps the handover open",
           "[pg_auto_failover]") {
-  const sbd::DcsView view = Fold({Node("1", "node_1", "10.0.0.1", "demoted", "primary"),
-                                  Node("2", "node_2", "10.0.0.2", "wait_primary", "wait_primary")});
+  const sbd::LockRecord view =
+      Fold({Node("1", "node_1", "10.0.0.1", "demoted", "primary"),
+            Node("2", "node_2", "10.0.0.2", "wait_primary", "wait_primary")});
   CHECK(view.holder == "pg2");
   CHECK(view.handover_in_progress);
 }
 
 TEST_CASE("pg_auto_failover: two primary goals name no holder and say why", "[pg_auto_failover]") {
-  const sbd::DcsView view = Fold({Node("1", "node_1", "10.0.0.1", "primary", "primary"),
-                                  Node("2", "node_2", "10.0.0.2", "single", "single")});
+  const sbd::LockRecord view = Fold({Node("1", "node_1", "10.0.0.1", "primary", "primary"),
+                                     Node("2", "node_2", "10.0.0.2", "single", "single")});
   CHECK(view.holder.empty());
   REQUIRE(view.rejected.size() == 1);
   CHECK(view.rejected[0] == "several nodes have a primary-like goal (pg1, pg2): no holder named");
@@ -110,11 +111,11 @@ TEST_CASE("pg_auto_failover: hostile rows are skipped with a reason, the rest st
   bad_port[4] = "99999";
   MonitorRow text_id = Node("abc", "z", "10.0.0.5", "primary", "primary");
   MonitorRow binary_name = Node("6", std::string("ev\x01il", 5), "10.0.0.6", "primary", "primary");
-  const sbd::DcsView view = Fold({Node("1", "node_1", "10.0.0.1", "secondary", "secondary"),
-                                  Node("2", "node_2", "10.0.0.2", "primary", "primary", "x"),
-                                  Node("7", "w", "10.0.0.7", "leader", "primary"),
-                                  Node("8", "v", "10.0.0.8", "secondary", std::string(300, 'q')),
-                                  null_name, bad_port, text_id, binary_name});
+  const sbd::LockRecord view = Fold({Node("1", "node_1", "10.0.0.1", "secondary", "secondary"),
+                                     Node("2", "node_2", "10.0.0.2", "primary", "primary", "x"),
+                                     Node("7", "w", "10.0.0.7", "leader", "primary"),
+                                     Node("8", "v", "10.0.0.8", "secondary", std::string(300, 'q')),
+                                     null_name, bad_port, text_id, binary_name});
   CHECK(view.holder == "pg2");
   CHECK(view.rejected == std::vector<std::string>{
                              "the newest event id is not a number: 'x'",
@@ -131,8 +132,8 @@ TEST_CASE("pg_auto_failover: hostile rows are skipped with a reason, the rest st
 
 TEST_CASE("pg_auto_failover: a group without nodes reads as no holder, not a failure",
           "[pg_auto_failover]") {
-  const sbd::DcsView view = Fold({{std::nullopt, std::nullopt, std::nullopt, std::nullopt,
-                                   std::nullopt, std::nullopt, std::nullopt, std::nullopt}});
+  const sbd::LockRecord view = Fold({{std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+                                      std::nullopt, std::nullopt, std::nullopt, std::nullopt}});
   CHECK(view.holder.empty());
   CHECK(view.members.empty());
   CHECK(view.rejected.empty());
@@ -151,7 +152,7 @@ TEST_CASE("pg_auto_failover: more than a thousand rows or a wrong shape fail the
   CHECK(std::get<sbd::ProbeFailure>(record).message ==
         "more than 1000 nodes in formation default group 0: the holder cannot be told");
   rows.pop_back();
-  CHECK(std::holds_alternative<sbd::DcsView>(
+  CHECK(std::holds_alternative<sbd::LockRecord>(
       sbd::FoldMonitorNodes(rows, kMembers, sbd::PgAutoFailoverSpec{})));
   auto short_row = sbd::FoldMonitorNodes({{"1", "2"}}, kMembers, sbd::PgAutoFailoverSpec{});
   REQUIRE(std::holds_alternative<sbd::ProbeFailure>(short_row));
@@ -162,7 +163,7 @@ TEST_CASE("pg_auto_failover: the handover clock names the previous holder and en
           "[pg_auto_failover]") {
   sbd::MonitorHandoverClock clock;
   const auto t0 = sbd::WallClock::now();
-  sbd::DcsView steady = Fold({Node("1", "node_1", "10.0.0.1", "primary", "primary")});
+  sbd::LockRecord steady = Fold({Node("1", "node_1", "10.0.0.1", "primary", "primary")});
   sbd::TrackMonitorHandover(steady, clock, t0);
   CHECK(steady.previous_holder.empty());
   CHECK(steady.handover_bound == sbd::kPgAutoFailoverHandoverBound);
@@ -170,18 +171,18 @@ TEST_CASE("pg_auto_failover: the handover clock names the previous holder and en
   const std::vector<MonitorRow> moving = {
       Node("1", "node_1", "10.0.0.1", "demoted", "primary"),
       Node("2", "node_2", "10.0.0.2", "wait_primary", "wait_primary")};
-  sbd::DcsView first = Fold(moving);
+  sbd::LockRecord first = Fold(moving);
   sbd::TrackMonitorHandover(first, clock, t0 + std::chrono::seconds(1));
   CHECK(first.previous_holder == "pg1");
   CHECK(first.holder_changed_at == t0 + std::chrono::seconds(1));
   CHECK(first.handover_in_progress);
 
-  sbd::DcsView within = Fold(moving);
+  sbd::LockRecord within = Fold(moving);
   sbd::TrackMonitorHandover(within, clock, t0 + std::chrono::seconds(11));
   CHECK(within.handover_in_progress);
   CHECK(within.holder_changed_at == t0 + std::chrono::seconds(1));
 
-  sbd::DcsView past = Fold(moving);
+  sbd::LockRecord past = Fold(moving);
   sbd::TrackMonitorHandover(past, clock, t0 + std::chrono::seconds(12));
   CHECK_FALSE(past.handover_in_progress);
   CHECK(past.dissent.back() ==
@@ -232,8 +233,8 @@ TEST_CASE("pg_auto_failover discovery: unnamed nodes are offered by nodehost and
                                         Node("2", "node_2", "10.0.0.9", "secondary", "secondary"),
                                         hostile_host, long_host, v6};
   auto record = sbd::FoldMonitorNodes(rows, kMembers, sbd::PgAutoFailoverSpec{}, true);
-  REQUIRE(std::holds_alternative<sbd::DcsView>(record));
-  const sbd::DcsView& view = std::get<sbd::DcsView>(record);
+  REQUIRE(std::holds_alternative<sbd::LockRecord>(record));
+  const sbd::LockRecord& view = std::get<sbd::LockRecord>(record);
   CHECK(view.holder == "pg1");
   REQUIRE(view.members.size() == 5);
   CHECK(view.members[0].name == "pg1");
@@ -250,9 +251,10 @@ TEST_CASE("pg_auto_failover discovery: unnamed nodes are offered by nodehost and
   CHECK(view.rejected[1].size() < 200);
   // Without discover, nothing is offered and nothing rejected for it.
   auto plain = sbd::FoldMonitorNodes(rows, kMembers, sbd::PgAutoFailoverSpec{});
-  REQUIRE(std::holds_alternative<sbd::DcsView>(plain));
-  for (const auto& member : std::get<sbd::DcsView>(plain).members) CHECK(member.conn_url.empty());
-  CHECK(std::get<sbd::DcsView>(plain).rejected.empty());
+  REQUIRE(std::holds_alternative<sbd::LockRecord>(plain));
+  for (const auto& member : std::get<sbd::LockRecord>(plain).members)
+    CHECK(member.conn_url.empty());
+  CHECK(std::get<sbd::LockRecord>(plain).rejected.empty());
 }
 
 TEST_CASE("config: pg_auto_failover discover: true may list no member", "[config][discovery]") {

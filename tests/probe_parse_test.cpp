@@ -58,8 +58,8 @@ nlohmann::json Kv(const std::string& key, const std::string& value) {
           {"lease", "7587869722434566000"}};
 }
 
-std::variant<DcsView, ProbeFailure> Range(const nlohmann::json& body) {
-  std::variant<DcsView, ProbeFailure> result;
+std::variant<LockRecord, ProbeFailure> Range(const nlohmann::json& body) {
+  std::variant<LockRecord, ProbeFailure> result;
   REQUIRE_NOTHROW(result = EtcdScopeProbe::ParseRange(body, kPrefix));
   return result;
 }
@@ -196,8 +196,8 @@ TEST_CASE("etcd parser: a malformed member registration skips that member, with 
         Kv("members/", R"({"conn_url":"postgres://10.0.0.9:5432/postgres"})"),
         Kv("config", R"({"ttl":{"seconds":30}})")}}};
   auto result = Range(body);
-  REQUIRE(std::holds_alternative<DcsView>(result));
-  const DcsView& view = std::get<DcsView>(result);
+  REQUIRE(std::holds_alternative<LockRecord>(result));
+  const LockRecord& view = std::get<LockRecord>(result);
   CHECK(view.holder == "pg-1");
   CHECK(view.mod_revision == 42);
   CHECK(view.lease_id == "7587869722434566000");
@@ -214,8 +214,8 @@ TEST_CASE("etcd parser: a malformed member registration skips that member, with 
 TEST_CASE("etcd parser: a rejected member's name is shown escaped and bounded", "[parse]") {
   const std::string name = "evil\nlevel=info msg=\"all good\"" + std::string(100, 'x');
   auto result = Range({{"kvs", {Kv("members/" + name, "7")}}});
-  REQUIRE(std::holds_alternative<DcsView>(result));
-  const DcsView& view = std::get<DcsView>(result);
+  REQUIRE(std::holds_alternative<LockRecord>(result));
+  const LockRecord& view = std::get<LockRecord>(result);
   CHECK(view.members.empty());
   REQUIRE(view.rejected.size() == 1);
   CHECK(view.rejected[0] == "members/evil\\x0alevel=info msg=\"all good\"" +
@@ -225,9 +225,9 @@ TEST_CASE("etcd parser: a rejected member's name is shown escaped and bounded", 
 TEST_CASE("etcd parser: the config ttl may be a number or decimal text", "[parse]") {
   for (const char* config : {R"({"ttl":30})", R"({"ttl":"30"})"}) {
     auto result = Range({{"kvs", {Kv("config", config)}}});
-    REQUIRE(std::holds_alternative<DcsView>(result));
-    CHECK(std::get<DcsView>(result).config_ttl == 30);
-    CHECK(std::get<DcsView>(result).rejected.empty());
+    REQUIRE(std::holds_alternative<LockRecord>(result));
+    CHECK(std::get<LockRecord>(result).config_ttl == 30);
+    CHECK(std::get<LockRecord>(result).rejected.empty());
   }
 }
 
@@ -239,15 +239,15 @@ TEST_CASE("etcd parser: a config ttl out of range is rejected with the reason, n
         R"({"ttl":-30})", R"({"ttl":31622401})", R"({"ttl":"99999999999999999999"})"}) {
     INFO(config);
     auto result = Range({{"kvs", {Kv("leader", "pg-1"), Kv("config", config)}}});
-    REQUIRE(std::holds_alternative<DcsView>(result));
-    const DcsView& view = std::get<DcsView>(result);
+    REQUIRE(std::holds_alternative<LockRecord>(result));
+    const LockRecord& view = std::get<LockRecord>(result);
     CHECK_FALSE(view.config_ttl);
     CHECK(view.holder == "pg-1");  // the rest of the scope is still read
     CHECK(view.rejected == std::vector<std::string>{"config: ttl is out of range 1..31622400"});
   }
   auto longest = Range({{"kvs", {Kv("config", R"({"ttl":31622400})")}}});
-  REQUIRE(std::holds_alternative<DcsView>(longest));
-  CHECK(std::get<DcsView>(longest).config_ttl == 31622400);
+  REQUIRE(std::holds_alternative<LockRecord>(longest));
+  CHECK(std::get<LockRecord>(longest).config_ttl == 31622400);
 }
 
 TEST_CASE("etcd parser: revisions above 2^53 or below 0 fail the read, naming the field",
@@ -273,8 +273,8 @@ TEST_CASE("etcd parser: revisions above 2^53 or below 0 fail the read, naming th
   nlohmann::json top = Kv("leader", "pg-1");
   top["mod_revision"] = "9007199254740992";
   auto result = Range({{"kvs", {top}}});
-  REQUIRE(std::holds_alternative<DcsView>(result));
-  CHECK(std::get<DcsView>(result).mod_revision == 9007199254740992);
+  REQUIRE(std::holds_alternative<LockRecord>(result));
+  CHECK(std::get<LockRecord>(result).mod_revision == 9007199254740992);
 }
 
 TEST_CASE("json fields: an integer out of its range names the range and changes nothing",
@@ -316,8 +316,8 @@ TEST_CASE("etcd parser: a deeply nested member registration is rejected, not par
   auto result = Range(
       {{"kvs",
         {Kv("leader", "pg-1"), Kv("members/deep", deep), Kv("config", "{\"ttl\":" + deep + "}")}}});
-  REQUIRE(std::holds_alternative<DcsView>(result));
-  const DcsView& view = std::get<DcsView>(result);
+  REQUIRE(std::holds_alternative<LockRecord>(result));
+  const LockRecord& view = std::get<LockRecord>(result);
   CHECK(view.holder == "pg-1");
   CHECK(view.rejected == std::vector<std::string>{"members/deep: nested deeper than 64 levels",
                                                   "config: nested deeper than 64 levels"});
@@ -489,8 +489,8 @@ TEST_CASE("etcd parser: a member name and holder with invalid UTF-8 are made val
       Range({{"kvs",
               {Kv("leader", raw),
                Kv("members/" + raw, R"({"conn_url":"postgres://10.0.0.1:5432/postgres"})")}}});
-  REQUIRE(std::holds_alternative<DcsView>(result));
-  const DcsView& view = std::get<DcsView>(result);
+  REQUIRE(std::holds_alternative<LockRecord>(result));
+  const LockRecord& view = std::get<LockRecord>(result);
   REQUIRE(view.members.size() == 1);
   CHECK(IsValidUtf8(view.members[0].name, kMaxNetworkNameBytes));
   CHECK(IsValidUtf8(view.holder, kMaxNetworkNameBytes));

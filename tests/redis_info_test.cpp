@@ -125,14 +125,14 @@ TEST_CASE("sentinel: the master a strict majority names holds; the others are di
       {view("127.0.0.1:7001", 3), view("127.0.0.1:7002", 4),
        ProbeFailure{ProbeFailureReason::kRefused, "s3:3: connect: Connection refused"}},
       {r1});
-  REQUIRE(std::holds_alternative<DcsView>(record));
-  const DcsView& split = std::get<DcsView>(record);
+  REQUIRE(std::holds_alternative<LockRecord>(record));
+  const LockRecord& split = std::get<LockRecord>(record);
   CHECK(split.holder.empty());  // one of three each: no majority
   CHECK(split.dissent.size() == 3);
   record = SentinelStore::Vote(
       sentinels, {view("127.0.0.1:7001", 3), view("127.0.0.1:7001", 3), view("127.0.0.1:7002", 4)},
       {r1});
-  const DcsView& agreed = std::get<DcsView>(record);
+  const LockRecord& agreed = std::get<LockRecord>(record);
   CHECK(agreed.holder == "r1");
   CHECK(agreed.mod_revision == 3);
   // s3 has seen a failover the others have not: shown, not trusted.

@@ -50,9 +50,9 @@ Assessment Judge(const ClusterSpec& spec, const std::vector<Observation>& round,
   ClusterHistory history;
   for (const auto& obs : round)
     RecordObservation(history.members[obs.member], obs, WallClock::now());
-  DcsView record;
+  LockRecord record;
   record.holder = holder;
-  const DcsResult dcs = record;
+  const LockRecordResult dcs = record;
   history.lineage = ChooseLineage(spec, history, &dcs);
   return Assess(spec, round, history, confirmed, &dcs);
 }
@@ -67,8 +67,8 @@ SentinelView Names(const std::string& address, std::int64_t epoch, bool failover
 }
 
 // The record four sentinels make of group m/r2: `answers` in the order s1..s4.
-DcsView SentinelRecord(const std::vector<std::variant<SentinelView, ProbeFailure>>& answers,
-                       int* minority = nullptr) {
+LockRecord SentinelRecord(const std::vector<std::variant<SentinelView, ProbeFailure>>& answers,
+                          int* minority = nullptr) {
   MemberSpec m;
   m.name = "m";
   m.address = "127.0.0.1:7001";
@@ -78,8 +78,8 @@ DcsView SentinelRecord(const std::vector<std::variant<SentinelView, ProbeFailure
   std::vector<std::string> sentinels;
   for (size_t i = 1; i <= answers.size(); ++i) sentinels.push_back("s" + std::to_string(i) + ":1");
   auto record = SentinelStore::Vote(sentinels, answers, {m, r2}, minority);
-  REQUIRE(std::holds_alternative<DcsView>(record));
-  DcsView view = std::get<DcsView>(record);
+  REQUIRE(std::holds_alternative<LockRecord>(record));
+  LockRecord view = std::get<LockRecord>(record);
   view.handover_bound = kSentinelHandoverBound;
   return view;
 }
@@ -148,7 +148,7 @@ TEST_CASE("redis handover: the store's own failover excuses a double master for 
   const Millis ttl(5000);
   ClusterHistory history;
   history.members["old"].last_ok = now;
-  DcsView record;
+  LockRecord record;
   record.holder = "new";
   record.mod_revision = 4;
   record.previous_holder = "old";
@@ -192,7 +192,7 @@ TEST_CASE(
   // Three sentinels name m; a fourth (another group's config) names a master at a far newer
   // epoch, in the middle of a failover of its own.
   int minority = 0;
-  const DcsView dissenting =
+  const LockRecord dissenting =
       SentinelRecord({Names("127.0.0.1:7001", 2), Names("127.0.0.1:7001", 2),
                       Names("127.0.0.1:7001", 2), Names("10.9.9.9:6379", 1000000, true)},
                      &minority);
@@ -205,7 +205,7 @@ TEST_CASE(
   // (it was there before r2 was promoted): not trusted.
   SentinelStore::HandoverClock clock;
   clock.minority_since = now - kSentinelAgreementBound - Millis(1);
-  DcsView steady = dissenting;
+  LockRecord steady = dissenting;
   SentinelStore::BoundHandover(steady, minority, clock, now);
   CHECK_FALSE(steady.handover_in_progress);
   CHECK(steady.dissent.back().find(" ms, is not trusted: a minority is believed for 3000 ms at "
@@ -214,21 +214,21 @@ TEST_CASE(
   // And the verdict on that round stays the page.
   const ClusterSpec spec = Group({"m", "r2"});
   const std::vector<Observation> round = {Redis("m", "master", kX), Redis("r2", "master", kZ, kX)};
-  const DcsResult dcs = steady;
+  const LockRecordResult dcs = steady;
   CHECK(Assess(spec, round, history, true, &dcs).verdict == Verdict::kSplitBrain);
   // A fresh report (a leader that has just promoted r2) is believed for that time only.
   SentinelStore::HandoverClock fresh_clock;
-  DcsView fresh = dissenting;
+  LockRecord fresh = dissenting;
   SentinelStore::BoundHandover(fresh, minority, fresh_clock, now);
   CHECK(fresh.handover_in_progress);
   CHECK(DescribeHandover(fresh, both, history, now, ttl).has_value());
-  DcsView stale = dissenting;
+  LockRecord stale = dissenting;
   SentinelStore::BoundHandover(stale, minority, fresh_clock,
                                now + kSentinelAgreementBound + Millis(1));
   CHECK_FALSE(stale.handover_in_progress);
   CHECK_FALSE(DescribeHandover(stale, both, history, now + kSentinelAgreementBound, ttl));
   // One of three naming m but saying it is failing it over is dissent, shown.
-  const DcsView one_of_three = SentinelRecord(
+  const LockRecord one_of_three = SentinelRecord(
       {Names("127.0.0.1:7001", 2, true), Names("127.0.0.1:7001", 2), Names("127.0.0.1:7001", 2)});
   CHECK_FALSE(one_of_three.handover_in_progress);
   CHECK(one_of_three.dissent.front() == "sentinel s1:1: failover in progress at epoch 2");
@@ -246,7 +246,7 @@ TEST_CASE(
   WritableSince(history, "r2", kZ, now - std::chrono::seconds(3));
   const std::vector<std::string> both = {"m", "r2"};
   int minority = -1;
-  DcsView record =
+  LockRecord record =
       SentinelRecord({Names("127.0.0.1:7001", 2, true), Names("127.0.0.1:7001", 2, true),
                       Names("127.0.0.1:7001", 2), Names("127.0.0.1:7001", 2, true)},
                      &minority);
@@ -260,19 +260,19 @@ TEST_CASE(
   // r2 writable for longer than the bound: Sentinel should have finished; it pages.
   CHECK_FALSE(DescribeHandover(record, both, history, now + std::chrono::seconds(18), ttl));
   // A store without a bound (Patroni's) excuses nothing this way.
-  DcsView unbounded = record;
+  LockRecord unbounded = record;
   unbounded.handover_bound = Millis(0);
   CHECK_FALSE(DescribeHandover(unbounded, both, history, now, ttl));
   // The store itself stops reporting the failover once it has lasted past the bound.
   SentinelStore::HandoverClock clock;
-  DcsView first = record;
+  LockRecord first = record;
   SentinelStore::BoundHandover(first, 0, clock, now);
   CHECK(first.handover_in_progress);
   REQUIRE(clock.majority_since == now);
-  DcsView later = record;
+  LockRecord later = record;
   SentinelStore::BoundHandover(later, 0, clock, now + kSentinelHandoverBound);
   CHECK(later.handover_in_progress);
-  DcsView past = record;
+  LockRecord past = record;
   SentinelStore::BoundHandover(past, 0, clock, now + kSentinelHandoverBound + Millis(1));
   CHECK_FALSE(past.handover_in_progress);
   CHECK(past.dissent.back().find("past the handover bound of 20000 ms: not trusted") !=
@@ -280,7 +280,7 @@ TEST_CASE(
   // Then even an r2 writable for three seconds only is not excused by that stale failover.
   CHECK_FALSE(DescribeHandover(past, both, history, now, ttl));
   // Once no failover is reported, the next one is timed afresh.
-  DcsView quiet;
+  LockRecord quiet;
   SentinelStore::BoundHandover(quiet, 0, clock, now + std::chrono::minutes(1));
   CHECK_FALSE(clock.majority_since.has_value());
 }

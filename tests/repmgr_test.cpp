@@ -146,8 +146,8 @@ TEST_CASE("repmgr: three agreeing copies name the primary mapped to a member by 
   CHECK_FALSE(copy.nodes[0].upstream_node_id.has_value());
   CHECK(copy.nodes[1].upstream_node_id == 1);
   auto record = FoldRepmgrCopies(Members(), {copy, copy, copy});
-  REQUIRE(std::holds_alternative<DcsView>(record));
-  const DcsView& view = std::get<DcsView>(record);
+  REQUIRE(std::holds_alternative<LockRecord>(record));
+  const LockRecord& view = std::get<LockRecord>(record);
   CHECK(view.holder == "pg1");
   CHECK(view.mod_revision == 0);
   CHECK(view.dissent.empty());
@@ -160,16 +160,16 @@ TEST_CASE("repmgr: a node whose conninfo names no member is mapped by its node_n
   members[1].address = "db2.example:5432";
   const RepmgrCopy copy = Copy(Nodes(2, "1"));
   auto record = FoldRepmgrCopies(members, {copy, copy, copy});
-  REQUIRE(std::holds_alternative<DcsView>(record));
-  CHECK(std::get<DcsView>(record).holder == "node2");
+  REQUIRE(std::holds_alternative<LockRecord>(record));
+  CHECK(std::get<LockRecord>(record).holder == "node2");
 }
 
 TEST_CASE("repmgr: a copy naming another primary at the same promotion count is dissent",
           "[repmgr]") {
   auto record =
       FoldRepmgrCopies(Members(), {Copy(Nodes(1, "2")), Copy(Nodes(1, "2")), Copy(Nodes(3, "2"))});
-  REQUIRE(std::holds_alternative<DcsView>(record));
-  const DcsView& view = std::get<DcsView>(record);
+  REQUIRE(std::holds_alternative<LockRecord>(record));
+  const LockRecord& view = std::get<LockRecord>(record);
   CHECK(view.holder == "pg1");
   CHECK(view.mod_revision == 2);
   REQUIRE(view.dissent.size() == 1);
@@ -183,8 +183,8 @@ TEST_CASE(
   // old primary and the standby still following it keep the old record.
   auto record =
       FoldRepmgrCopies(Members(), {Copy(Nodes(1, "0")), Copy(Nodes(2, "1")), Copy(Nodes(1, "0"))});
-  REQUIRE(std::holds_alternative<DcsView>(record));
-  const DcsView& view = std::get<DcsView>(record);
+  REQUIRE(std::holds_alternative<LockRecord>(record));
+  const LockRecord& view = std::get<LockRecord>(record);
   CHECK(view.holder == "pg2");
   CHECK(view.mod_revision == 1);
   CHECK(view.dissent ==
@@ -212,9 +212,9 @@ TEST_CASE("repmgr: nothing readable fails the read; one unreadable copy is disse
         "pg2: b; pg3: c");
   auto some =
       FoldRepmgrCopies(Members(), {Copy(Nodes(1, "0")), Copy(Nodes(1, "0")), Unreadable("down")});
-  REQUIRE(std::holds_alternative<DcsView>(some));
-  CHECK(std::get<DcsView>(some).holder == "pg1");
-  CHECK(std::get<DcsView>(some).dissent ==
+  REQUIRE(std::holds_alternative<LockRecord>(some));
+  CHECK(std::get<LockRecord>(some).holder == "pg1");
+  CHECK(std::get<LockRecord>(some).dissent ==
         std::vector<std::string>{"copy of pg3: unreadable (refused): down"});
 }
 
@@ -250,9 +250,9 @@ TEST_CASE("repmgr: rows of wrong types or NULLs are rejected with a reason and t
             "repmgr.nodes row 8: upstream_node_id is not an integer",
             "repmgr.nodes row 9: type is NULL"});
   auto record = FoldRepmgrCopies(Members(), {copy, copy, copy});
-  REQUIRE(std::holds_alternative<DcsView>(record));
-  CHECK(std::get<DcsView>(record).holder == "pg1");
-  CHECK(std::get<DcsView>(record).rejected.size() == 18);
+  REQUIRE(std::holds_alternative<LockRecord>(record));
+  CHECK(std::get<LockRecord>(record).holder == "pg1");
+  CHECK(std::get<LockRecord>(record).rejected.size() == 18);
 }
 
 TEST_CASE("repmgr: an enormous conninfo rejects its row and is never shown", "[repmgr]") {
@@ -267,8 +267,8 @@ TEST_CASE("repmgr: an enormous conninfo rejects its row and is never shown", "[r
   std::vector<Row> with_password = Nodes(2, "0");
   with_password[1][5] = "host=10.0.0.2 port=5432 password=hunter2";
   auto record = FoldRepmgrCopies(Members(), {copy, Copy(with_password), Copy(with_password)});
-  REQUIRE(std::holds_alternative<DcsView>(record));
-  const DcsView& view = std::get<DcsView>(record);
+  REQUIRE(std::holds_alternative<LockRecord>(record));
+  const LockRecord& view = std::get<LockRecord>(record);
   CHECK(view.holder == "pg2");
   for (const auto* list : {&view.rejected, &view.dissent}) {
     for (const std::string& line : *list) CHECK(line.find("hunter2") == std::string::npos);
@@ -340,8 +340,8 @@ TEST_CASE("repmgr: a promotion its own copy does not record yet holds the read, 
     CHECK_FALSE(RepmgrRecordLag(members, recorded, fresh, t0 + std::chrono::seconds(1)));
     CHECK(fresh.since.empty());
     auto record = FoldRepmgrCopies(members, recorded);
-    REQUIRE(std::holds_alternative<DcsView>(record));
-    CHECK(std::get<DcsView>(record).holder == "pg2");
+    REQUIRE(std::holds_alternative<LockRecord>(record));
+    CHECK(std::get<LockRecord>(record).holder == "pg2");
     // A later lag starts its own bound.
     auto again = RepmgrRecordLag(members, lagging, fresh, t0 + std::chrono::seconds(30));
     REQUIRE(again.has_value());

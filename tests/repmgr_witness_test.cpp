@@ -153,8 +153,8 @@ TEST_CASE("repmgr: the witness's copy counts in the majority and is shown, never
   auto copies = split;
   copies.push_back(WitnessNaming(1));
   auto record = FoldRepmgrCopies(with_witness, copies);
-  REQUIRE(std::holds_alternative<DcsView>(record));
-  const DcsView& view = std::get<DcsView>(record);
+  REQUIRE(std::holds_alternative<LockRecord>(record));
+  const LockRecord& view = std::get<LockRecord>(record);
   CHECK(view.holder == "pg1");
   CHECK(view.mod_revision == 1);
   CHECK(view.endpoint == "pg1,pg2,witness");
@@ -170,20 +170,20 @@ TEST_CASE("repmgr: the witness's copy is dated by the member copies naming its p
   std::vector<std::variant<RepmgrCopy, ProbeFailure>> copies = {CopyNaming(1, 0), CopyNaming(2, 1),
                                                                 WitnessNaming(2)};
   auto synced = FoldRepmgrCopies(with_witness, copies);
-  REQUIRE(std::holds_alternative<DcsView>(synced));
-  CHECK(std::get<DcsView>(synced).holder == "pg2");
-  REQUIRE(std::get<DcsView>(synced).dissent.size() == 1);
-  CHECK(std::get<DcsView>(synced).dissent[0] ==
+  REQUIRE(std::holds_alternative<LockRecord>(synced));
+  CHECK(std::get<LockRecord>(synced).holder == "pg2");
+  REQUIRE(std::get<LockRecord>(synced).dissent.size() == 1);
+  CHECK(std::get<LockRecord>(synced).dissent[0] ==
         "copy of pg1 names pg1 primary at promotion count 0");
 
   // Not yet synced (witness_sync_interval): it names pg1 as only pg1's older copy does, and so is
   // behind: shown, no vote, the holder still the newest copies' pg2.
   copies.back() = WitnessNaming(1);
   auto behind = FoldRepmgrCopies(with_witness, copies);
-  REQUIRE(std::holds_alternative<DcsView>(behind));
-  CHECK(std::get<DcsView>(behind).holder == "pg2");
-  REQUIRE(std::get<DcsView>(behind).dissent.size() == 2);
-  CHECK(std::get<DcsView>(behind).dissent[1] ==
+  REQUIRE(std::holds_alternative<LockRecord>(behind));
+  CHECK(std::get<LockRecord>(behind).holder == "pg2");
+  REQUIRE(std::get<LockRecord>(behind).dissent.size() == 2);
+  CHECK(std::get<LockRecord>(behind).dissent[1] ==
         "copy of witness names pg1 primary, as member copies at promotion count 0 do");
 
   // A primary no member's copy names: behind every count.
@@ -191,9 +191,9 @@ TEST_CASE("repmgr: the witness's copy is dated by the member copies naming its p
   none.nodes[0].active = false;
   copies.back() = none;
   auto alone = FoldRepmgrCopies(with_witness, copies);
-  REQUIRE(std::holds_alternative<DcsView>(alone));
-  REQUIRE(std::get<DcsView>(alone).dissent.size() == 2);
-  CHECK(std::get<DcsView>(alone).dissent[1] ==
+  REQUIRE(std::holds_alternative<LockRecord>(alone));
+  REQUIRE(std::get<LockRecord>(alone).dissent.size() == 2);
+  CHECK(std::get<LockRecord>(alone).dissent[1] ==
         "copy of witness names (no active primary) primary, as no member's copy does");
 
   // The witness alone readable names no holder: its copy has nothing to be dated by.

@@ -53,7 +53,7 @@ struct GuardedSentinel {
   }
 };
 
-std::variant<DcsView, ProbeFailure> ReadOnce(SentinelStore& store) {
+std::variant<LockRecord, ProbeFailure> ReadOnce(SentinelStore& store) {
   return store.Read(SteadyClock::now() + milliseconds(3000));
 }
 
@@ -366,15 +366,15 @@ TEST_CASE("SentinelStore: sentinels with a password and an ACL user are read wit
   SentinelStore acl_user = group.Store({"watcher", file, std::nullopt, std::nullopt});
   auto read = ReadOnce(acl_user);
   if (auto* failure = std::get_if<ProbeFailure>(&read)) FAIL(failure->message);
-  CHECK(std::get<DcsView>(read).holder == "m");
-  CHECK(std::get<DcsView>(read).dissent.empty());
+  CHECK(std::get<LockRecord>(read).holder == "m");
+  CHECK(std::get<LockRecord>(read).dissent.empty());
 
   ::setenv("SBD_TEST_SENTINEL_PASS", "d-secret", 1);
   SentinelStore default_user =
       group.Store({"", std::nullopt, "SBD_TEST_SENTINEL_PASS", std::nullopt});
   read = ReadOnce(default_user);
   if (auto* failure = std::get_if<ProbeFailure>(&read)) FAIL(failure->message);
-  CHECK(std::get<DcsView>(read).holder == "m");
+  CHECK(std::get<LockRecord>(read).holder == "m");
 }
 
 TEST_CASE(

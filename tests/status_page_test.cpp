@@ -203,7 +203,7 @@ TEST_CASE("status page: hostile names, summaries, reasons and authors never beco
   c.spec.kind = "patroni";
   c.spec.scope = kHostile;
   c.lock = {"patroni", true, kHostile};
-  DcsView dcs;
+  LockRecord dcs;
   dcs.holder = kHostile;
   dcs.endpoint = "http://127.0.0.1:2379";
   c.last_good_dcs = dcs;
@@ -265,7 +265,7 @@ TEST_CASE("status page: a lock store's holder, lease left and the members' Patro
   c.lock = {"patroni", true, "/service/main/leader"};  // what the scheduler describes
   c.assessment.lock_readable = true;
   c.assessment.lock_holder = "node1";
-  DcsView dcs;
+  LockRecord dcs;
   dcs.holder = "node1";
   dcs.lease_ttl_remaining = 20;
   dcs.lease_granted_ttl = 30;
@@ -303,7 +303,7 @@ TEST_CASE("status page: every part of it passes tidy's HTML5 and accessibility c
   hostile.spec.kind = "patroni";
   hostile.spec.scope = kHostile;
   hostile.lock = {"patroni", true, kHostile};
-  DcsView dcs;
+  LockRecord dcs;
   dcs.holder = kHostile;
   dcs.endpoint = "http://127.0.0.1:2379";
   hostile.last_good_dcs = dcs;
@@ -564,7 +564,7 @@ TEST_CASE(
   c.assessment.lock_holder = "node1";
   c.assessment.zombies = {"node2"};
   c.split_brain_open = true;
-  DcsView dcs;
+  LockRecord dcs;
   dcs.holder = "node1";
   dcs.endpoint = "https://root:Etcd-S3cret@127.0.0.1:2379";
   c.last_good_dcs = dcs;

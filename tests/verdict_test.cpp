@@ -206,9 +206,9 @@ TEST_CASE("verdict: the lock names the zombie; without a holder the older timeli
   for (const auto& obs : round)
     RecordObservation(history.members[obs.member], obs, WallClock::now());
 
-  DcsView view;
+  LockRecord view;
   view.holder = "b";
-  DcsResult dcs = view;
+  LockRecordResult dcs = view;
   Assessment held = Assess(spec, round, history, true, &dcs);
   CHECK(held.verdict == Verdict::kSplitBrain);
   CHECK(held.lock_holder == "b");
@@ -220,7 +220,7 @@ TEST_CASE("verdict: the lock names the zombie; without a holder the older timeli
   CHECK(unheld.zombies == std::vector<std::string>{"a"});
   CHECK(unheld.summary.find("older timeline") != std::string::npos);
 
-  DcsResult down = ProbeFailure{ProbeFailureReason::kTimeout, "etcd down"};
+  LockRecordResult down = ProbeFailure{ProbeFailureReason::kTimeout, "etcd down"};
   Assessment unreadable = Assess(spec, round, history, true, &down);
   CHECK_FALSE(unreadable.lock_readable);
   CHECK(unreadable.lock_error == "etcd down");

@@ -169,23 +169,23 @@ TEST_CASE("witness views: each witness's primary side by side, the odd one and t
 
   // A lock store naming pg-b, whose read failed this round: stale, and it does not vote.
   c.lock = LockDescription{"patroni", true, "/service/orders/leader"};
-  DcsView store;
+  LockRecord store;
   store.holder = "pg-b";
   c.last_good_dcs = store;
-  c.last_dcs = DcsResult{ProbeFailure{ProbeFailureReason::kTimeout, "etcd did not answer"}};
+  c.last_dcs = LockRecordResult{ProbeFailure{ProbeFailureReason::kTimeout, "etcd did not answer"}};
   table = WitnessViews(c);
   CHECK(table.majority == "pg-a");
   CHECK(view("the lock store").stale);
   CHECK(view("the lock store").disagrees);
   // Read again, it votes: pg-a and pg-b tie, and with no majority nobody is marked.
-  c.last_dcs = DcsResult{store};
+  c.last_dcs = LockRecordResult{store};
   table = WitnessViews(c);
   CHECK(table.majority.empty());
   CHECK_FALSE(view("the lock store").stale);
   CHECK_FALSE(view("pg-b itself").disagrees);
 
   // The same in /status, the text view and the page, in words.
-  c.last_dcs = DcsResult{ProbeFailure{ProbeFailureReason::kTimeout, "etcd did not answer"}};
+  c.last_dcs = LockRecordResult{ProbeFailure{ProbeFailureReason::kTimeout, "etcd did not answer"}};
   const nlohmann::json cluster = StatusJson({c})["clusters"][0];
   CHECK(cluster["witness_views"]["majority"] == "pg-a");
   const std::string text = StatusText({c});

@@ -60,7 +60,7 @@ sbd::ClusterSpec Spec(const ZooKeeperServer& zk) {
   return spec;
 }
 
-std::variant<sbd::DcsView, sbd::ProbeFailure> ReadOnce(sbd::LockStore& store) {
+std::variant<sbd::LockRecord, sbd::ProbeFailure> ReadOnce(sbd::LockStore& store) {
   return store.Read(Clock::now() + milliseconds(2000));
 }
 
@@ -147,15 +147,15 @@ TEST_CASE(
   REQUIRE(WaitFor([&] { return !a.ClaimedToken().empty(); }, milliseconds(10000)));
   ZooKeeperCandidate b{zk.host(), kPath, "cand-b", kSessionSeconds, dir.path()};
   sbd::ZooKeeperLockStore store(Spec(zk));
-  std::variant<sbd::DcsView, sbd::ProbeFailure> read;
+  std::variant<sbd::LockRecord, sbd::ProbeFailure> read;
   REQUIRE(WaitFor(
       [&] {
         read = ReadOnce(store);
-        const auto* view = std::get_if<sbd::DcsView>(&read);
+        const auto* view = std::get_if<sbd::LockRecord>(&read);
         return view && view->waiting.size() == 1;
       },
       milliseconds(10000)));
-  const sbd::DcsView& view = std::get<sbd::DcsView>(read);
+  const sbd::LockRecord& view = std::get<sbd::LockRecord>(read);
   CHECK(view.holder == "a");
   CHECK(view.holder_token == a.ClaimedToken());
   CHECK(view.mod_revision == std::stoll(a.ClaimedToken()));
@@ -170,8 +170,8 @@ TEST_CASE(
   a.Resign();
   REQUIRE(WaitFor([&] { return !b.ClaimedToken().empty(); }, milliseconds(10000)));
   read = ReadOnce(store);
-  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
-  const sbd::DcsView& after = std::get<sbd::DcsView>(read);
+  REQUIRE(std::holds_alternative<sbd::LockRecord>(read));
+  const sbd::LockRecord& after = std::get<sbd::LockRecord>(read);
   CHECK(after.holder == "b");
   CHECK(std::stoll(after.holder_token) > first_token);
   CHECK(after.store_revision > first_revision);
@@ -201,14 +201,14 @@ TEST_CASE(
     CAPTURE(std::get<sbd::ProbeFailure>(failed).message);
     CHECK(took >= milliseconds(950));  // nothing answered, nothing refused
     CHECK(took < milliseconds(1300));
-    std::variant<sbd::DcsView, sbd::ProbeFailure> beside;
+    std::variant<sbd::LockRecord, sbd::ProbeFailure> beside;
     REQUIRE(WaitFor(
         [&] {
           beside = ReadOnce(healthy);
-          return std::holds_alternative<sbd::DcsView>(beside);
+          return std::holds_alternative<sbd::LockRecord>(beside);
         },
         milliseconds(10000)));
-    CHECK(std::get<sbd::DcsView>(beside).holder == "a");
+    CHECK(std::get<sbd::LockRecord>(beside).holder == "a");
   }
 }
 
@@ -221,7 +221,7 @@ TEST_CASE(
   ZooKeeperCandidate a{zk.host(), kPath, "cand-a", 30.0, dir.path()};
   REQUIRE(WaitFor([&] { return !a.ClaimedToken().empty(); }, milliseconds(10000)));
   sbd::ZooKeeperLockStore store(Spec(zk));
-  REQUIRE(WaitFor([&] { return std::holds_alternative<sbd::DcsView>(ReadOnce(store)); },
+  REQUIRE(WaitFor([&] { return std::holds_alternative<sbd::LockRecord>(ReadOnce(store)); },
                   milliseconds(10000)));
   zk.Stop();
   const auto started = Clock::now();
@@ -231,14 +231,14 @@ TEST_CASE(
   CAPTURE(std::get<sbd::ProbeFailure>(down).message);
   CHECK_FALSE(std::get<sbd::ProbeFailure>(down).message.empty());
   zk.Start();
-  std::variant<sbd::DcsView, sbd::ProbeFailure> up;
+  std::variant<sbd::LockRecord, sbd::ProbeFailure> up;
   REQUIRE(WaitFor(
       [&] {
         up = ReadOnce(store);
-        return std::holds_alternative<sbd::DcsView>(up);
+        return std::holds_alternative<sbd::LockRecord>(up);
       },
       milliseconds(20000)));
-  CHECK(std::get<sbd::DcsView>(up).holder == "a");
+  CHECK(std::get<sbd::LockRecord>(up).holder == "a");
 }
 
 TEST_CASE(
@@ -257,8 +257,8 @@ TEST_CASE(
   spec.zookeeper_lock.path = "/locks/big";
   sbd::ZooKeeperLockStore big(spec);
   const auto read = ReadOnce(big);
-  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
-  const sbd::DcsView& view = std::get<sbd::DcsView>(read);
+  REQUIRE(std::holds_alternative<sbd::LockRecord>(read));
+  const sbd::LockRecord& view = std::get<sbd::LockRecord>(read);
   CHECK(view.holder.empty());
   CHECK_FALSE(view.holder_token.empty());
   REQUIRE(view.rejected.size() == 2);
@@ -304,8 +304,8 @@ TEST_CASE(
         "cannot be told");
   sbd::ZooKeeperLockStore beside(Spec(zk));
   const auto read = ReadOnce(beside);
-  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
-  CHECK(std::get<sbd::DcsView>(read).holder == "a");
+  REQUIRE(std::holds_alternative<sbd::LockRecord>(read));
+  CHECK(std::get<sbd::LockRecord>(read).holder == "a");
 }
 
 TEST_CASE(
@@ -437,8 +437,8 @@ TEST_CASE(
   spec.zookeeper_lock.password_file = password_file;
   sbd::ZooKeeperLockStore authorized(spec);
   const auto read = ReadOnce(authorized);
-  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
-  CHECK(std::get<sbd::DcsView>(read).holder == "a");
+  REQUIRE(std::holds_alternative<sbd::LockRecord>(read));
+  CHECK(std::get<sbd::LockRecord>(read).holder == "a");
   spec.zookeeper_lock.password_file.reset();
   spec.zookeeper_lock.password_env = "SBD_ZK_TEST_NO_SUCH_VARIABLE";
   sbd::ZooKeeperLockStore unset(spec);
@@ -461,27 +461,27 @@ TEST_CASE(
   sbd::ClusterSpec spec = Spec(zk);
   spec.zookeeper_lock.session_timeout = milliseconds(1000);
   sbd::ZooKeeperLockStore store(spec);
-  REQUIRE(WaitFor([&] { return std::holds_alternative<sbd::DcsView>(ReadOnce(store)); },
+  REQUIRE(WaitFor([&] { return std::holds_alternative<sbd::LockRecord>(ReadOnce(store)); },
                   milliseconds(10000)));
   // The loop stalls past the session timeout: no pings, so the server expires the session.
   sbd::EventLoop::Shared().Post([] { std::this_thread::sleep_for(milliseconds(3000)); });
   std::this_thread::sleep_for(milliseconds(3000));  // the stall itself, not a wait on a state
   std::vector<std::string> failures;
-  std::variant<sbd::DcsView, sbd::ProbeFailure> read;
+  std::variant<sbd::LockRecord, sbd::ProbeFailure> read;
   REQUIRE(WaitFor(
       [&] {
         read = ReadOnce(store);
         if (auto* failure = std::get_if<sbd::ProbeFailure>(&read)) {
           failures.push_back(failure->message);
         }
-        return std::holds_alternative<sbd::DcsView>(read);
+        return std::holds_alternative<sbd::LockRecord>(read);
       },
       milliseconds(15000)));
   CAPTURE(failures);
   REQUIRE_FALSE(failures.empty());  // the lost session was read as a failure, not a holder
   std::printf("zookeeper_lock store: after the expiry, %zu failed reads first: %s\n",
               failures.size(), failures.front().c_str());
-  CHECK(std::get<sbd::DcsView>(read).holder == "a");
+  CHECK(std::get<sbd::LockRecord>(read).holder == "a");
 }
 
 TEST_CASE(
@@ -547,7 +547,7 @@ TEST_CASE(
   sbd::ZooKeeperScopeStore store(ScopeSpec(zk));
   // No scope yet: read, nobody holds. A read before the store's first session is up fails
   // ("no ZooKeeper session (connecting)"), never names a holder: wait for one that reads.
-  std::variant<sbd::DcsView, sbd::ProbeFailure> empty;
+  std::variant<sbd::LockRecord, sbd::ProbeFailure> empty;
   REQUIRE(WaitFor(
       [&] {
         empty = ReadOnce(store);
@@ -556,14 +556,14 @@ TEST_CASE(
         return failure == nullptr;
       },
       milliseconds(15000)));
-  CHECK(std::get<sbd::DcsView>(empty).holder.empty());
+  CHECK(std::get<sbd::LockRecord>(empty).holder.empty());
 
   Kazoo(zk, kScopeSetup);
   auto read = ReadOnce(store);
   INFO((std::holds_alternative<sbd::ProbeFailure>(read) ? std::get<sbd::ProbeFailure>(read).message
                                                         : ""));
-  REQUIRE(std::holds_alternative<sbd::DcsView>(read));
-  const sbd::DcsView& view = std::get<sbd::DcsView>(read);
+  REQUIRE(std::holds_alternative<sbd::LockRecord>(read));
+  const sbd::LockRecord& view = std::get<sbd::LockRecord>(read);
   CHECK(view.holder == "node1");
   CHECK(view.mod_revision > 0);
   CHECK(view.lease_id == "0");  // kazoo's script made it persistent: said in rejected

@@ -1,5 +1,5 @@
 // The zookeeper_lock kind's pure parts (issue 27): the recipes' child names, the order the
-// candidates hold in, the holder's node as the engine's DcsView, and the config block.
+// candidates hold in, the holder's node as the engine's LockRecord, and the config block.
 #include "probes/zookeeper_lock.h"
 
 #include <catch2/catch.hpp>
@@ -80,7 +80,7 @@ TEST_CASE("zookeeper_lock: hostile names and sizes are refused with a reason", "
 
 TEST_CASE("zookeeper_lock: the lowest sequence holds, whatever the recipe and the order",
           "[zookeeper]") {
-  sbd::DcsView view;
+  sbd::LockRecord view;
   const std::vector<sbd::LockChild> order = sbd::OrderCandidates(
       {"aa__lock__0000000009", kCuratorLock, "config", kKazooLock, "bad\xff__lock__0000000001"},
       view);
@@ -97,7 +97,7 @@ TEST_CASE("zookeeper_lock: the lowest sequence holds, whatever the recipe and th
 
 TEST_CASE("zookeeper_lock: many refused children are listed up to a cap", "[zookeeper]") {
   std::vector<std::string> names(1000, std::string(400, 'x'));
-  sbd::DcsView view;
+  sbd::LockRecord view;
   CHECK(sbd::OrderCandidates(names, view).empty());
   CHECK(view.rejected.size() <= 16);
 }
@@ -114,7 +114,7 @@ TEST_CASE("zookeeper_lock: the holder's czxid is the token, its data names the m
   node.ephemeral_owner = 0x100000abcdef;
   node.data = "worker-b";
   node.data_length = 8;
-  sbd::DcsView view;
+  sbd::LockRecord view;
   sbd::FillHolder(sbd::LockChild{kKazooLock, sbd::LockRecipe::kKazoo, 3}, node, 1024, {a, b}, view);
   CHECK(view.holder_token == "4294967298");
   CHECK(view.mod_revision == 4294967298);
@@ -132,7 +132,7 @@ TEST_CASE("zookeeper_lock: a persistent or oversized holder node is said in reje
   node.czxid = 5;
   node.data = "";
   node.data_length = 1 << 20;
-  sbd::DcsView view;
+  sbd::LockRecord view;
   sbd::FillHolder(sbd::LockChild{kKazooLock, sbd::LockRecipe::kKazoo, 3}, node, 1024, {a}, view);
   CHECK(view.holder_token == "5");
   CHECK(view.lease_id == "0");

@@ -1,4 +1,4 @@
-// Patroni on ZooKeeper's pure parts (issue 27): the scope's znodes as the engine's DcsView, and
+// Patroni on ZooKeeper's pure parts (issue 27): the scope's znodes as the engine's LockRecord, and
 // the `zookeeper:` block of a patroni cluster.
 #include "probes/zookeeper_scope.h"
 
@@ -40,7 +40,7 @@ using sbd::testing::ConfigErrorLines;
 
 TEST_CASE("zookeeper_scope: the leader znode names the holder, its czxid is the token",
           "[zookeeper][patroni]") {
-  sbd::DcsView view;
+  sbd::LockRecord view;
   REQUIRE_FALSE(sbd::ApplyScopeZnode("leader", Znode("node2", 4294967338), 16384, view));
   CHECK(view.holder == "node2");
   CHECK(view.mod_revision == 4294967338);  // a zxid: epoch 1, counter 42
@@ -51,7 +51,7 @@ TEST_CASE("zookeeper_scope: the leader znode names the holder, its czxid is the 
 
 TEST_CASE("zookeeper_scope: members, initialize and config fill the view as on etcd",
           "[zookeeper][patroni]") {
-  sbd::DcsView view;
+  sbd::LockRecord view;
   REQUIRE_FALSE(sbd::ApplyScopeZnode("members/node1", Znode(kMemberJson), 16384, view));
   REQUIRE_FALSE(sbd::ApplyScopeZnode("initialize", Znode("7301234567890123456"), 16384, view));
   REQUIRE_FALSE(sbd::ApplyScopeZnode(
@@ -71,7 +71,7 @@ TEST_CASE("zookeeper_scope: members, initialize and config fill the view as on e
 
 TEST_CASE("zookeeper_scope: an oversized leader fails the read, other oversized znodes are refused",
           "[zookeeper][patroni]") {
-  sbd::DcsView view;
+  sbd::LockRecord view;
   sbd::ScopeZnode big = Znode("");
   big.data_length = 1 << 20;  // the client read 1 MiB, the data was not kept
   const auto failure = sbd::ApplyScopeZnode("leader", big, 16384, view);
@@ -93,13 +93,13 @@ TEST_CASE("zookeeper_scope: an oversized leader fails the read, other oversized 
 
 TEST_CASE("zookeeper_scope: a persistent or nameless leader znode is said in rejected",
           "[zookeeper][patroni]") {
-  sbd::DcsView persistent;
+  sbd::LockRecord persistent;
   REQUIRE_FALSE(sbd::ApplyScopeZnode("leader", Znode("node1", 7, 0), 16384, persistent));
   CHECK(persistent.holder == "node1");
   CHECK(persistent.lease_id == "0");
   CHECK(persistent.rejected ==
         std::vector<std::string>{"leader: not ephemeral: no session of Patroni's owns it"});
-  sbd::DcsView nameless;
+  sbd::LockRecord nameless;
   REQUIRE_FALSE(sbd::ApplyScopeZnode("leader", Znode(""), 16384, nameless));
   CHECK(nameless.holder.empty());
   CHECK(nameless.rejected == std::vector<std::string>{"leader: no member name in its data"});
@@ -107,7 +107,7 @@ TEST_CASE("zookeeper_scope: a persistent or nameless leader znode is said in rej
 
 TEST_CASE("zookeeper_scope: a hostile member is refused with a reason and the rest stands",
           "[zookeeper][patroni]") {
-  sbd::DcsView view;
+  sbd::LockRecord view;
   REQUIRE_FALSE(sbd::ApplyScopeZnode("members/evil", Znode("{not json"), 16384, view));
   REQUIRE_FALSE(sbd::ApplyScopeZnode("members/odd", Znode(R"({"conn_url":5})"), 16384, view));
   REQUIRE_FALSE(sbd::ApplyScopeZnode("members/node1", Znode(kMemberJson), 16384, view));

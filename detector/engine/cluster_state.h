@@ -61,8 +61,8 @@ struct ClusterSnapshot {
   /// The lock: whether a store keeps its record, and where.
   LockDescription lock;
   // Clusters with a lock store: its answers.
-  std::optional<DcsResult> last_dcs;     ///< this round's answer
-  std::optional<DcsView> last_good_dcs;  ///< the latest successful one
+  std::optional<LockRecordResult> last_dcs;  ///< this round's answer
+  std::optional<LockRecord> last_good_dcs;   ///< the latest successful one
   WallClock::time_point last_dcs_success{};
   std::uint64_t dcs_failures = 0;
   std::uint64_t dcs_consecutive_failures = 0;

@@ -38,13 +38,13 @@ Confirmation ConfirmRound(RoundReadings& round, const std::vector<size_t>& again
   out.candidate = true;
   out.confirmed = !confirmed.empty();
   if (!out.confirmed) out.transition = DescribeTransition(first, reprobe.members);
-  const std::optional<DcsResult>& record = reprobe.dcs ? reprobe.dcs : round.dcs;
-  const DcsView* view = record ? std::get_if<DcsView>(&*record) : nullptr;
+  const std::optional<LockRecordResult>& record = reprobe.dcs ? reprobe.dcs : round.dcs;
+  const LockRecord* view = record ? std::get_if<LockRecord>(&*record) : nullptr;
   if (out.confirmed && view != nullptr) {
     out.transition = DescribeHandover(*view, confirmed, history(), now, ttl);
     out.confirmed = !out.transition.has_value();
   }
-  if (reprobe.dcs && std::holds_alternative<DcsView>(*reprobe.dcs)) {
+  if (reprobe.dcs && std::holds_alternative<LockRecord>(*reprobe.dcs)) {
     round.dcs = std::move(reprobe.dcs);
   }
   // The re-probe is the fresher reading: it replaces the first one, keeping the claim.

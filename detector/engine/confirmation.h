@@ -21,7 +21,7 @@ namespace sbd {
 /// the lock store's answer.
 struct RoundReadings {
   std::vector<Observation> members;
-  std::optional<DcsResult> dcs;
+  std::optional<LockRecordResult> dcs;
 };
 
 /// What confirmation found: whether the round raised a candidate, whether the re-probe

@@ -40,7 +40,7 @@ MemberSpec DiscoveredAt(const ClusterSpec& spec, const std::string& name, const 
   return member;
 }
 
-DiscoveryPlan PlanDiscovery(const ClusterSpec& spec, const DcsView& view,
+DiscoveryPlan PlanDiscovery(const ClusterSpec& spec, const LockRecord& view,
                             const std::function<bool(size_t)>& has_manager) {
   DiscoveryPlan plan;
   size_t discovered = DiscoveredCount(spec);
@@ -74,7 +74,7 @@ DiscoveryPlan PlanDiscovery(const ClusterSpec& spec, const DcsView& view,
   return plan;
 }
 
-void TrackAbsence(const ClusterSpec& spec, const DcsView& view,
+void TrackAbsence(const ClusterSpec& spec, const LockRecord& view,
                   std::map<std::string, WallClock::time_point>& absent_since,
                   WallClock::time_point now) {
   for (const auto& m : spec.members) {

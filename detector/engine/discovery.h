@@ -41,12 +41,12 @@ struct DiscoveryPlan {
 
 /// Pure: the plan for `view`'s registered members. `has_manager(i)`: spec.members[i] already
 /// has a manager probe.
-DiscoveryPlan PlanDiscovery(const ClusterSpec& spec, const DcsView& view,
+DiscoveryPlan PlanDiscovery(const ClusterSpec& spec, const LockRecord& view,
                             const std::function<bool(size_t)>& has_manager);
 
 /// Marks each discovered member of `spec` absent from `view` since `now` (kept if already), or
 /// present again. Pure.
-void TrackAbsence(const ClusterSpec& spec, const DcsView& view,
+void TrackAbsence(const ClusterSpec& spec, const LockRecord& view,
                   std::map<std::string, WallClock::time_point>& absent_since,
                   WallClock::time_point now);
 

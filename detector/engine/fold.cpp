@@ -11,9 +11,9 @@
 
 namespace sbd {
 
-std::string HolderOf(const DcsResult* dcs) {
+std::string HolderOf(const LockRecordResult* dcs) {
   if (dcs == nullptr) return "";
-  const DcsView* view = std::get_if<DcsView>(dcs);
+  const LockRecord* view = std::get_if<LockRecord>(dcs);
   return view != nullptr ? view->holder : "";
 }
 
@@ -35,9 +35,10 @@ void RecordObservations(ClusterSnapshot& state, const std::vector<Observation>& 
   }
 }
 
-void RecordLockStore(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at) {
+void RecordLockStore(ClusterSnapshot& state, const LockRecordResult& dcs,
+                     WallClock::time_point at) {
   state.last_dcs = dcs;
-  if (const DcsView* view = std::get_if<DcsView>(&dcs)) {
+  if (const LockRecord* view = std::get_if<LockRecord>(&dcs)) {
     const bool was_down = state.dcs_consecutive_failures > 0;
     const bool rejected_changed =
         !state.last_good_dcs || state.last_good_dcs->rejected != view->rejected;
@@ -77,12 +78,12 @@ void RecordLockStore(ClusterSnapshot& state, const DcsResult& dcs, WallClock::ti
 
 void FoldRound(ClusterSnapshot& state, RoundReadings& readings, Confirmation confirmation,
                const std::vector<Declaration>& active, WallClock::time_point at) {
-  const DcsResult* dcs = readings.dcs ? &*readings.dcs : nullptr;
+  const LockRecordResult* dcs = readings.dcs ? &*readings.dcs : nullptr;
   std::vector<Observation>& round = readings.members;
   const ClusterSpec& spec = state.spec;  // RecordLockStore may change its ttl and interval
   RecordObservations(state, round, at, HolderOf(dcs));
   if (dcs != nullptr) RecordLockStore(state, *dcs, at);
-  const DcsView* view = dcs != nullptr ? std::get_if<DcsView>(dcs) : nullptr;
+  const LockRecord* view = dcs != nullptr ? std::get_if<LockRecord>(dcs) : nullptr;
   if (view != nullptr) RecordFencing(state.history.fencing, *view, at);
   state.history.lineage = ChooseLineage(spec, state.history, dcs);
   Assessment assessment = Assess(spec, round, state.history, confirmation.confirmed, dcs);

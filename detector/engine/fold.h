@@ -13,7 +13,7 @@
 namespace sbd {
 
 /// The holder the lock store named this round; empty when unknown.
-std::string HolderOf(const DcsResult* dcs);
+std::string HolderOf(const LockRecordResult* dcs);
 
 /// Folds the round into the member histories and counters.
 void RecordObservations(ClusterSnapshot& state, const std::vector<Observation>& round,
@@ -22,7 +22,7 @@ void RecordObservations(ClusterSnapshot& state, const std::vector<Observation>& 
 /// Keeps the lock store's answer: the latest successful record and when, the failures in a row
 /// (logged on the first and when readable again), and, with no ttl configured, the store's own
 /// ttl, lowering probe_interval to ttl/10 when it is below three intervals (said in the log).
-void RecordLockStore(ClusterSnapshot& state, const DcsResult& dcs, WallClock::time_point at);
+void RecordLockStore(ClusterSnapshot& state, const LockRecordResult& dcs, WallClock::time_point at);
 
 /// Folds one round, its readings after confirmation, into the cluster's state at `at`: the
 /// member histories and counters, the lock store's answer, fencing, the lineage, the verdict

@@ -49,7 +49,7 @@ struct Scheduler::Collector {
   std::vector<std::optional<PatroniResult>> claims;
   std::vector<const char*> claims_missing;
   bool want_dcs = false;
-  std::optional<DcsResult> dcs;
+  std::optional<LockRecordResult> dcs;
   const char* dcs_missing = kNoAnswer;
   int waiting = 1;  // the calls in flight, plus the launch itself until everything started
   bool done = false;
@@ -77,7 +77,7 @@ struct Scheduler::Collector {
     }
     if (want_dcs) {
       out.dcs = dcs ? std::move(*dcs)
-                    : DcsResult(ProbeFailure{ProbeFailureReason::kTimeout, dcs_missing});
+                    : LockRecordResult(ProbeFailure{ProbeFailureReason::kTimeout, dcs_missing});
     }
     ReadingsDone next = std::move(then);
     then = nullptr;
@@ -166,10 +166,12 @@ bool Scheduler::StartOnLoop(EventLoop& on, std::shared_ptr<MemberSlot> keep,
 
 bool Scheduler::LaunchStoreOnLoop(AsyncLockStore& store, std::atomic<bool>& busy,
                                   SteadyClock::time_point deadline,
-                                  std::function<void(DcsResult)> deliver) {
-  return StartOnLoop<DcsResult>(
+                                  std::function<void(LockRecordResult)> deliver) {
+  return StartOnLoop<LockRecordResult>(
       store.loop(), nullptr, busy, "lock store",
-      [&store, deadline](std::function<void(DcsResult)> done) { store.Start(deadline, done); },
+      [&store, deadline](std::function<void(LockRecordResult)> done) {
+        store.Start(deadline, done);
+      },
       std::move(deliver));
 }
 
@@ -219,15 +221,15 @@ bool Scheduler::LaunchMember(const std::shared_ptr<MemberSlot>& shared, const st
 }
 
 bool Scheduler::LaunchStoreRead(ClusterRuntime& cluster, SteadyClock::time_point deadline,
-                                std::function<void(DcsResult)> deliver) {
+                                std::function<void(LockRecordResult)> deliver) {
   // A store that reads on the event loop holds no pool thread; the others read on the pool.
   if (auto* async = dynamic_cast<AsyncLockStore*>(cluster.lock_store.get())) {
     return LaunchStoreOnLoop(*async, cluster.dcs_busy, deadline, std::move(deliver));
   }
-  return Launch<DcsResult>(
+  return Launch<LockRecordResult>(
       nullptr, cluster.dcs_busy, deadline,
       [&cluster, deadline] { return cluster.lock_store->Read(deadline); },
-      [](ProbeFailure f) { return DcsResult(std::move(f)); }, std::move(deliver));
+      [](ProbeFailure f) { return LockRecordResult(std::move(f)); }, std::move(deliver));
 }
 
 void Scheduler::ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& member_indexes,
@@ -251,7 +253,7 @@ void Scheduler::ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& m
   if (cluster.lock_store) {
     c->want_dcs = true;
     ++c->waiting;
-    auto deliver = [c](DcsResult dcs) {
+    auto deliver = [c](LockRecordResult dcs) {
       c->dcs = std::move(dcs);
       c->Answered();
     };

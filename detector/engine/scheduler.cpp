@@ -478,7 +478,8 @@ void Scheduler::FinishRound(ClusterRuntime& cluster, std::shared_ptr<RoundWork> 
   const RoundListener listener =
       RecordRound(cluster, readings, work->confirmation, active, work->times, snapshot);
   if (readings.dcs) {
-    if (const DcsView* view = std::get_if<DcsView>(&*readings.dcs)) AdoptDcsMembers(cluster, *view);
+    if (const LockRecord* view = std::get_if<LockRecord>(&*readings.dcs))
+      AdoptDcsMembers(cluster, *view);
   }
   if (listener) listener(snapshot);
   EndRound(cluster, *work);
@@ -556,7 +557,7 @@ void Scheduler::UpdateForks(const std::vector<Declaration>& active, WallClock::t
   }
 }
 
-void Scheduler::AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view) {
+void Scheduler::AdoptDcsMembers(ClusterRuntime& cluster, const LockRecord& view) {
   ClusterSpec& spec = cluster.state.spec;
   const auto now = WallClock::now();
   DiscoveryPlan plan = PlanDiscovery(

@@ -171,9 +171,10 @@ class Scheduler {
   /// Starts the cluster's lock-store read: on the event loop for an AsyncLockStore, on the
   /// pool otherwise. False when its previous read is still running.
   bool LaunchStoreRead(ClusterRuntime& cluster, SteadyClock::time_point deadline,
-                       std::function<void(DcsResult)> deliver);
+                       std::function<void(LockRecordResult)> deliver);
   bool LaunchStoreOnLoop(AsyncLockStore& store, std::atomic<bool>& busy,
-                         SteadyClock::time_point deadline, std::function<void(DcsResult)> deliver);
+                         SteadyClock::time_point deadline,
+                         std::function<void(LockRecordResult)> deliver);
   /// Starts a member's manager reading: on the event loop for an AsyncManagerProbe, on the
   /// pool otherwise. False when its previous reading is still running.
   bool LaunchManager(const std::shared_ptr<MemberSlot>& shared, SteadyClock::time_point deadline,
@@ -202,7 +203,7 @@ class Scheduler {
               std::function<T(ProbeFailure)> failed, std::function<void(T)> deliver);
   /// Gives configured members their registered REST URL and adds discovered members, up to
   /// discovery.max_members; drops those gone from the DCS and unreadable for expire_after.
-  void AdoptDcsMembers(ClusterRuntime& cluster, const DcsView& view);
+  void AdoptDcsMembers(ClusterRuntime& cluster, const LockRecord& view);
   /// Adds a slot for `member` (probes and counters); the loop thread or before Start().
   void AddMemberSlot(ClusterRuntime& cluster, MemberSpec member);
   /// Threads enough for every concurrent call of every member, up to kMaxProbeThreads.

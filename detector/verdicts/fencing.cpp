@@ -12,13 +12,13 @@ namespace sbd {
 namespace {
 
 // The highest revision the lock store has shown: no token it issued is above it. 0 unknown.
-std::int64_t HighestIssued(const FencingMemory& memory, const DcsView& view) {
+std::int64_t HighestIssued(const FencingMemory& memory, const LockRecord& view) {
   return std::max(memory.store_revision_high, view.store_revision);
 }
 
 // Why the witness's token is not one the lock store issued; empty when it is (or there is none).
 // Anyone who can write the resource's metric could otherwise fence every zombie with 2^53.
-std::string UnissuedToken(const FencingMemory& memory, const DcsView& view) {
+std::string UnissuedToken(const FencingMemory& memory, const LockRecord& view) {
   if (!view.resource_token) return "";
   const std::int64_t highest = HighestIssued(memory, view);
   const std::string token = std::to_string(*view.resource_token);
@@ -34,7 +34,7 @@ std::string UnissuedToken(const FencingMemory& memory, const DcsView& view) {
 
 }  // namespace
 
-void RecordFencing(FencingMemory& memory, const DcsView& view, WallClock::time_point at) {
+void RecordFencing(FencingMemory& memory, const LockRecord& view, WallClock::time_point at) {
   if (memory.last_regression && at - *memory.last_regression > kFencingRegressionHold) {
     memory.regressions.clear();
     memory.last_regression.reset();
@@ -75,7 +75,7 @@ void RecordFencing(FencingMemory& memory, const DcsView& view, WallClock::time_p
   }
 }
 
-void JudgeFencing(const FencingMemory& memory, const DcsView* view,
+void JudgeFencing(const FencingMemory& memory, const LockRecord* view,
                   const std::vector<Observation>& round, Assessment& assessment) {
   assessment.fencing_regressions = memory.regressions;
   if (view == nullptr || !view->resource_token) return;

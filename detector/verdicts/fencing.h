@@ -19,7 +19,7 @@ constexpr std::chrono::minutes kFencingRegressionHold{15};
 /// older than kFencingRegressionHold are forgotten. A resource token above every revision the
 /// store showed (one it never issued) is not remembered as the resource's high; it is logged
 /// once when it appears. Not thread-safe.
-void RecordFencing(FencingMemory& memory, const DcsView& view, WallClock::time_point at);
+void RecordFencing(FencingMemory& memory, const LockRecord& view, WallClock::time_point at);
 
 /// Fills the fencing fields of `assessment` from this round's record and claims: the zombies
 /// whose decimal token is below the resource's (fenced), whether every zombie of a confirmed
@@ -27,7 +27,7 @@ void RecordFencing(FencingMemory& memory, const DcsView& view, WallClock::time_p
 /// when the store was not read this round (nothing is fenced then). A resource token the store
 /// never issued (above its revision, or with no revision to check) fences nobody: it is shown,
 /// with `resource_token_unissued` and `fencing_warning` said. Pure; thread-safe.
-void JudgeFencing(const FencingMemory& memory, const DcsView* view,
+void JudgeFencing(const FencingMemory& memory, const LockRecord* view,
                   const std::vector<Observation>& round, Assessment& assessment);
 
 }  // namespace sbd

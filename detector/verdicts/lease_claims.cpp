@@ -82,9 +82,9 @@ LeaseAssessment AssessLeaseClaims(const LeaseRecordView& record,
   return assessment;
 }
 
-void NameHolderByToken(std::variant<DcsView, ProbeFailure>& record,
+void NameHolderByToken(std::variant<LockRecord, ProbeFailure>& record,
                        const std::vector<Observation>& round) {
-  DcsView* view = std::get_if<DcsView>(&record);
+  LockRecord* view = std::get_if<LockRecord>(&record);
   if (view == nullptr || !view->holder.empty() || view->holder_token.empty()) return;
   std::vector<std::string> claiming;
   std::vector<std::string> carrying;

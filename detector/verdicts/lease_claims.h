@@ -61,7 +61,7 @@ LeaseAssessment AssessLeaseClaims(const LeaseRecordView& record,
 /// For a record that keeps a token (`holder_token`) and names no member: names as holder the
 /// one member of `round` whose claim carries that token, preferring one that claims the lock;
 /// nobody when none or several do. Leaves failures and named holders alone. Thread-safe.
-void NameHolderByToken(std::variant<DcsView, ProbeFailure>& record,
+void NameHolderByToken(std::variant<LockRecord, ProbeFailure>& record,
                        const std::vector<Observation>& round);
 
 }  // namespace sbd

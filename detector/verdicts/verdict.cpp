@@ -127,10 +127,10 @@ void RecordObservation(MemberHistory& history, const Observation& obs, WallClock
 }
 
 std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history,
-                          const DcsResult* dcs) {
+                          const LockRecordResult* dcs) {
   if (!spec.system_identifier.empty()) return spec.system_identifier;
   if (dcs != nullptr) {
-    if (const DcsView* view = std::get_if<DcsView>(dcs); view && !view->initialize.empty()) {
+    if (const LockRecord* view = std::get_if<LockRecord>(dcs); view && !view->initialize.empty()) {
       return view->initialize;
     }
   }
@@ -225,9 +225,9 @@ std::vector<std::string> ConfirmedWritable(const std::vector<Observation>& repro
 namespace {
 
 // The lock store's answer, as the assessment shows it.
-void ReadLock(const DcsResult* dcs, Assessment& a) {
+void ReadLock(const LockRecordResult* dcs, Assessment& a) {
   if (dcs == nullptr) return;
-  if (const DcsView* view = std::get_if<DcsView>(dcs)) {
+  if (const LockRecord* view = std::get_if<LockRecord>(dcs)) {
     a.lock_readable = true;
     a.lock_holder = view->holder;
   } else {
@@ -266,7 +266,8 @@ void ClassifyMembers(const ClusterSpec& spec, const std::vector<Observation>& ro
 // The writable members that are not the lock holder, once a.writable is known. `dcs` is
 // null when the cluster keeps no lock record: then nobody holds anything, and nobody is a
 // zombie.
-void FindZombies(const DcsResult* dcs, const std::vector<Observation>& round, Assessment& a) {
+void FindZombies(const LockRecordResult* dcs, const std::vector<Observation>& round,
+                 Assessment& a) {
   if (a.lock_readable && !a.lock_holder.empty()) {
     for (const auto& member : a.writable) {
       if (member != a.lock_holder) a.zombies.push_back(member);
@@ -353,7 +354,7 @@ void AppendWitnesses(const ClusterSpec& spec, const std::vector<Observation>& ro
 }  // namespace
 
 Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round,
-                  const ClusterHistory& history, bool confirmed, const DcsResult* dcs) {
+                  const ClusterHistory& history, bool confirmed, const LockRecordResult* dcs) {
   Assessment a;
   a.lineage = ChooseLineage(spec, history, dcs);
   a.scope = spec.scope;

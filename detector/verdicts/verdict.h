@@ -70,7 +70,7 @@ struct ClusterHistory {
 };
 
 /// The lock store's answer for one round of a Patroni cluster.
-using DcsResult = std::variant<DcsView, ProbeFailure>;
+using LockRecordResult = std::variant<LockRecord, ProbeFailure>;
 
 /// Lineage ids joined by claims that continued one from another (a Redis master's replid2
 /// is the replid it was promoted from): masters linked so are one lineage. PostgreSQL claims
@@ -99,7 +99,7 @@ void RecordObservation(MemberHistory& history, const Observation& obs, WallClock
 /// recorded at bootstrap (Patroni's initialize key); else the system identifier that a strict
 /// majority of members last reported; else the previous one; else the most common.
 std::string ChooseLineage(const ClusterSpec& spec, const ClusterHistory& history,
-                          const DcsResult* dcs = nullptr);
+                          const LockRecordResult* dcs = nullptr);
 
 /// True when the member's manager (Patroni's REST API) says it belongs to another scope than
 /// the cluster's; always false for a cluster without a scope or a member without a manager.
@@ -179,6 +179,7 @@ struct Assessment {
 /// whether a candidate of two or more writable members passed confirmation, and what the
 /// lock store said in the same round (`dcs`: null exactly when the cluster has no store).
 Assessment Assess(const ClusterSpec& spec, const std::vector<Observation>& round,
-                  const ClusterHistory& history, bool confirmed, const DcsResult* dcs = nullptr);
+                  const ClusterHistory& history, bool confirmed,
+                  const LockRecordResult* dcs = nullptr);
 
 }  // namespace sbd

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   node.czxid = static_cast<std::int64_t>(size);
   node.ephemeral_owner = size % 2 == 0 ? 0 : static_cast<std::int64_t>(size) << 20;
   for (const int cap : {16, 16384}) {
-    sbd::DcsView view;
+    sbd::LockRecord view;
     if (!sbd::ApplyScopeZnode(text.substr(0, newline), node, cap, view)) {
       sbd::ApplyScopeZnode("members/" + text.substr(0, newline), node, cap, view);
     }

@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     names.push_back(text.substr(start, end - start));
     start = end + 1;
   }
-  sbd::DcsView view;
+  sbd::LockRecord view;
   const std::vector<sbd::LockChild> order = sbd::OrderCandidates(names, view);
   if (!order.empty()) {
     sbd::MemberSpec member;
