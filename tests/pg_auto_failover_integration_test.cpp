@@ -443,18 +443,8 @@ TEST_CASE("pg_auto_failover: an old primary cut off with its keeper frozen pages
     if (m["name"] == old_primary) zombie = m.value("zombie", false);
   }
   CHECK(zombie);
-  // A figure either way, never a failure: `show state` is what the page is measured against.
-  constexpr auto kWindow = seconds(30);
-  WaitFor([&] { return show_state.Seen() || Clock::now() - onset >= kWindow; }, kWindow);
-  show_state.Stop();
-  if (show_state.Seen()) {
-    std::cout << "pg_autoctl show state: onset to first sign: "
-              << std::chrono::duration<double>(show_state.SeenAt() - onset).count() << " s\n";
-  } else {
-    std::cout << "pg_autoctl show state: onset to first sign: none within " << kWindow.count()
-              << " s\n";
-  }
-  std::cout << "pg_autoctl show state, " << show_state.Shown() << "\n";
+  // `show state` is what the page is measured against.
+  show_state.Report("pg_autoctl show state", "onset", onset, seconds(30), "pg_autoctl show state");
   env.formation->ThawKeeper(old_primary);
   old_node.forwarder->Mend();
 }

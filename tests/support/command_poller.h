@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <iostream>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -55,6 +56,21 @@ class CommandPoller {
     std::lock_guard<std::mutex> lock(mu_);
     return "exit code " + std::to_string(exit_code_) + " after " + std::to_string(runs_) +
            " runs:\n" + output_;
+  }
+  /// Waits up to `window` after `onset` for the first sign, stops, and prints "<label>: <event>
+  /// to first sign: X s" (or "none within N s"), then the run shown under `shown_as`. A figure
+  /// either way, never a failure: bench/kinds-onset reads the first line.
+  void Report(const std::string& label, const std::string& event, Clock::time_point onset,
+              std::chrono::seconds window, const std::string& shown_as) {
+    WaitFor([&] { return Seen() || Clock::now() - onset >= window; }, window);
+    Stop();
+    std::cout << label << ": " << event << " to first sign: ";
+    if (Seen()) {
+      std::cout << std::chrono::duration<double>(SeenAt() - onset).count() << " s\n";
+    } else {
+      std::cout << "none within " << window.count() << " s\n";
+    }
+    std::cout << shown_as << ", " << Shown() << "\n";
   }
 
  private:
