@@ -96,6 +96,28 @@ TEST_CASE("alerts: the page stays up until the incident is seen to be over", "[a
   CHECK(AlertsFor(c, alerting, kLinks).empty());
 }
 
+TEST_CASE("alerts: a zombie turned unreadable mid-incident is still named, with when it was seen",
+          "[alerts]") {
+  AlertingSpec alerting;
+  auto c = Snapshot(Verdict::kUnknown, 1, Lock::kStore);
+  c.split_brain_open = true;  // this round could not read the zombie
+  c.assessment.zombies.clear();
+  c.assessment.lock_holder.clear();
+  c.split_brain_zombies = {"pg-1"};
+  c.split_brain_holder = "pg-2";
+  c.split_brain_zombies_at = WallClock::time_point(std::chrono::seconds(1796354731));
+  auto alerts = AlertsFor(c, alerting, kLinks);
+  REQUIRE(alerts.size() == 1);
+  const std::string summary = alerts.front().annotations.at("summary");
+  INFO(summary);
+  CHECK(summary.find("not yet seen to be over (unknown); zombie pg-1 (last seen at "
+                     "2026-12-04T03:25:31") != std::string::npos);
+  CHECK(summary.find("), lock holder pg-2") != std::string::npos);
+  // Once the incident closes, the remembered zombie is not shown.
+  c.split_brain_open = false;
+  CHECK(AlertsFor(c, alerting, kLinks).empty());
+}
+
 TEST_CASE("alerts: a page sent in an unconfirmed round of an open incident still names the zombie",
           "[alerts]") {
   AlertingSpec alerting;

@@ -132,6 +132,45 @@ TEST_CASE("engine parts: FoldRound opens the incident on a confirmed split brain
   CHECK(state.write_window.has_value());
 }
 
+TEST_CASE("engine parts: FoldRound remembers the incident's zombie until the incident closes",
+          "[engine][fold]") {
+  ClusterSnapshot state = Cluster({"a", "b"});
+  Confirmation confirmed;
+  confirmed.candidate = true;
+  confirmed.confirmed = true;
+  // The store names b; a still writes: a is the zombie.
+  LockRecord record;
+  record.holder = "b";
+  RoundReadings both = Round({Read("a", true, 0, 5), Read("b", true, 0, 5)});
+  both.dcs = record;
+  FoldRound(state, both, confirmed, {}, kWall);
+  REQUIRE(state.split_brain_open);
+  REQUIRE(state.assessment.zombies == std::vector<std::string>{"a"});
+  CHECK(state.split_brain_zombies == std::vector<std::string>{"a"});
+  CHECK(state.split_brain_zombies_at == kWall);
+
+  // a turns unreadable: the incident stays open and a is still the one to stop.
+  Observation gone;
+  gone.member = "a";
+  gone.window = ReadingWindow{kWall, kT0 + milliseconds(1000), kT0 + milliseconds(1800)};
+  gone.result = ProbeFailure{ProbeFailureReason::kRefused, "connection refused"};
+  RoundReadings unreadable = Round({gone, Read("b", true, 1000, 1005)});
+  unreadable.dcs = record;
+  FoldRound(state, unreadable, Confirmation{}, {}, kWall + seconds(1));
+  CHECK(state.split_brain_open);
+  CHECK(state.assessment.zombies.empty());
+  CHECK(state.split_brain_zombies == std::vector<std::string>{"a"});
+  CHECK(state.split_brain_zombies_at == kWall);
+
+  // Every member read, one writable: the incident closes and forgets its zombie.
+  RoundReadings over = Round({Read("a", false, 2000, 2005), Read("b", true, 2000, 2005)});
+  over.dcs = record;
+  FoldRound(state, over, Confirmation{}, {}, kWall + seconds(2));
+  CHECK_FALSE(state.split_brain_open);
+  CHECK(state.split_brain_zombies.empty());
+  CHECK(state.split_brain_holder.empty());
+}
+
 TEST_CASE("engine parts: FoldRound keeps the lock store's answer and its ttl", "[engine][fold]") {
   ClusterSnapshot state = Cluster({"a", "b"});
   state.spec.ttl_from_dcs = true;

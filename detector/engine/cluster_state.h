@@ -54,6 +54,12 @@ struct ClusterSnapshot {
   /// mid-incident therefore never resolves the page (it was not seen to be over).
   bool split_brain_open = false;
   WallClock::time_point split_brain_opened_at{};
+  /// During an incident: the zombies and the lock holder the latest round that saw any named,
+  /// and that round's time, so that a page sent after the zombie turned unreadable still says
+  /// whom to stop. Cleared when the incident closes.
+  std::vector<std::string> split_brain_zombies;
+  std::string split_brain_holder;
+  WallClock::time_point split_brain_zombies_at{};
   /// During an incident (split brain open, or two writable in the lineage): the fork point,
   /// what each writable member wrote since it, and the double-write window; nullopt outside.
   std::optional<WriteWindow> write_window;

@@ -163,6 +163,14 @@ void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::tim
              !(state.split_brain_open && fenced_zombie_stands)) {
     state.split_brain_open = false;
   }
+  if (!state.split_brain_open) {
+    state.split_brain_zombies.clear();
+    state.split_brain_holder.clear();
+  } else if (!assessment.zombies.empty()) {
+    state.split_brain_zombies = assessment.zombies;
+    state.split_brain_holder = assessment.lock_holder;
+    state.split_brain_zombies_at = at;
+  }
   state.assessment = std::move(assessment);
 }
 

@@ -294,11 +294,19 @@ bool AddSplitBrainAlerts(const ClusterSnapshot& c, const AlertingSpec& alerting,
   const bool split_brain = a.verdict == Verdict::kSplitBrain && !a.split_brain_fenced;
   if (split_brain || c.split_brain_open) {
     // The zombie is named whenever this round still sees one, confirmed or not: a page that
-    // goes out in a round whose re-probe did not overlap must still say whom to stop.
-    const std::string zombie = a.zombies.empty()
-                                   ? ""
-                                   : "; zombie " + Join(a.zombies) + ", lock holder " +
-                                         (a.lock_holder.empty() ? "unknown" : a.lock_holder);
+    // goes out in a round whose re-probe did not overlap must still say whom to stop. When this
+    // round sees none (the zombie turned unreadable mid-incident), the incident's last named
+    // zombie is, with when it was named: Alertmanager may deliver the first page with a later
+    // round's text.
+    std::string zombie;
+    if (!a.zombies.empty()) {
+      zombie = "; zombie " + Join(a.zombies) + ", lock holder " +
+               (a.lock_holder.empty() ? "unknown" : a.lock_holder);
+    } else if (c.split_brain_open && !c.split_brain_zombies.empty()) {
+      zombie = "; zombie " + Join(c.split_brain_zombies) + " (last seen at " +
+               FormatTime(c.split_brain_zombies_at) + "), lock holder " +
+               (c.split_brain_holder.empty() ? "unknown" : c.split_brain_holder);
+    }
     std::string summary = "Split brain in " + c.spec.name + ": ";
     if (split_brain) {
       summary += Join(a.writable) + " " + ClaimWordsOf(c.spec.kind).many + " at once" + zombie +
