@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "detector/common/logfmt.h"
 #include "detector/config/config_reader.h"
-#include "probes/lease_adapters.h"
 
 namespace sbd {
 namespace {

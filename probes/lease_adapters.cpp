@@ -4,18 +4,6 @@
 
 namespace sbd {
 
-std::string ShownToken(std::string_view token) {
-  if (token.size() <= kShownTokenBytes) return LogfmtEscape(token);
-  // Cut on a character boundary, so the escape does not turn a split character into bytes.
-  size_t cut = 0;
-  while (cut < kShownTokenBytes) {
-    const size_t length = Utf8SequenceLength(token, cut);
-    if (cut + std::max<size_t>(length, 1) > kShownTokenBytes) break;
-    cut += std::max<size_t>(length, 1);
-  }
-  return LogfmtEscape(token.substr(0, cut)) + "...(" + std::to_string(token.size()) + " bytes)";
-}
-
 namespace {
 
 // The four claim fields every claims-only kind's spec has under the same names.

@@ -16,14 +16,6 @@
 
 namespace sbd {
 
-/// The longest part of a token shown to people; the rest is cut and said to be.
-constexpr size_t kShownTokenBytes = 64;
-
-/// A token for people (status, alerts, logs): control, quote and non-UTF-8 bytes escaped
-/// (LogfmtEscape), cut after kShownTokenBytes with "...(N bytes)". Tokens are lock values, not
-/// secrets, but anyone who can write the key or a claim chooses them. Pure; thread-safe.
-std::string ShownToken(std::string_view token);
-
 /// The claim query of a redis_lease cluster, as MetricsClaimProbe takes it.
 ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec);
 /// The claim query of a k8s_lease cluster (client-go's metric by default), likewise.

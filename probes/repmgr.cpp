@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <map>
 
+#include "detector/common/logfmt.h"
 #include "probes/discovered_address.h"
-#include "probes/lease_adapters.h"
 
 namespace sbd {
 namespace {

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "detector/common/logfmt.h"
 #include "detector/verdicts/lease_claims.h"
 #include "detector/verdicts/verdict.h"
 #include "tests/support/hostile_http.h"

@@ -6,7 +6,7 @@
 #include "detector/output/status_page.h"
 #include "detector/output/witness_views.h"
 #include "detector/verdicts/verdict.h"
-#include "probes/postgres.h"
+#include "detector/verdicts/witnesses.h"
 #include "tests/support/detector_process.h"
 #include "tests/support/html_tidy.h"
 #include "tests/support/temp_dir.h"

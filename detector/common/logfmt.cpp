@@ -1,5 +1,6 @@
 #include "detector/common/logfmt.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace sbd {
@@ -58,6 +59,18 @@ std::string LogfmtEscape(std::string_view value) {
     ++i;
   }
   return out;
+}
+
+std::string ShownToken(std::string_view token) {
+  if (token.size() <= kShownTokenBytes) return LogfmtEscape(token);
+  // Cut on a character boundary, so the escape does not turn a split character into bytes.
+  size_t cut = 0;
+  while (cut < kShownTokenBytes) {
+    const size_t length = Utf8SequenceLength(token, cut);
+    if (cut + std::max<size_t>(length, 1) > kShownTokenBytes) break;
+    cut += std::max<size_t>(length, 1);
+  }
+  return LogfmtEscape(token.substr(0, cut)) + "...(" + std::to_string(token.size()) + " bytes)";
 }
 
 }  // namespace sbd

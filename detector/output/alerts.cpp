@@ -4,11 +4,11 @@
 #include <cmath>
 #include <sstream>
 
+#include "detector/common/logfmt.h"
 #include "detector/common/network_text.h"
 #include "detector/config/claim_words.h"
 #include "detector/output/remediation_output.h"
 #include "detector/output/status.h"
-#include "probes/lease_adapters.h"
 
 namespace sbd {
 namespace {

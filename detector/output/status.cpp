@@ -6,11 +6,11 @@
 #include <sstream>
 
 #include "detector/common/json_text.h"
+#include "detector/common/logfmt.h"
 #include "detector/common/network_text.h"
 #include "detector/output/remediation_output.h"
 #include "detector/output/witness_views.h"
-#include "probes/lease_adapters.h"
-#include "probes/postgres.h"
+#include "detector/verdicts/witnesses.h"
 
 namespace sbd {
 namespace {

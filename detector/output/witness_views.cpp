@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "probes/postgres.h"
+#include "detector/verdicts/witnesses.h"
 
 namespace sbd {
 namespace {

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "detector/config/claim_words.h"
-#include "probes/postgres.h"
+#include "detector/verdicts/witnesses.h"
 
 namespace sbd {
 namespace {
