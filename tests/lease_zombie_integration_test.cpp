@@ -1,7 +1,7 @@
 // Issue 12, test 5 (the field guide's rungs 1 and 2) on the lease components alone: two lease
 // workers compete for one key on a real redis-server; the lease reader, the claim probes and
-// the zombie rule must see one holder in a steady run, and name the zombie when the holder,
-// frozen past its TTL, resumes and still claims.
+// the engine's zombie rule (NameHolderByToken, ConfirmedWritable, Assess) must see one holder in a
+// steady run, and name the zombie when the holder, frozen past its TTL, resumes and still claims.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "detector/verdicts/lease_claims.h"
+#include "detector/verdicts/verdict.h"
+#include "probes/lease_adapters.h"
 #include "probes/metrics_claim.h"
 #include "probes/redis_lease.h"
 #include "tests/support/lease_sandbox.h"
@@ -18,8 +20,6 @@
 
 namespace {
 
-using sbd::AssessLeaseClaims;
-using sbd::LeaseAssessment;
 using sbd::SteadyClock;
 using sbd::testing::LeaseWorker;
 using sbd::testing::RedisServer;
@@ -31,34 +31,90 @@ constexpr milliseconds kRenew{1000};
 constexpr milliseconds kPoll{200};
 constexpr milliseconds kProbeDeadline{150};
 
-/// The lease's components as an engine would hold them for one lock and two candidates.
+/// One round as the engine judges it: the two claims, the record with its holder named by the
+/// token it keeps, and the engine's verdict on them.
+struct LeaseRound {
+  std::vector<sbd::Observation> claims;
+  sbd::LockRecordResult record;
+  sbd::Assessment assessment;
+  std::vector<std::string> claimers() const { return assessment.writable; }
+};
+
+/// The lease's components as an engine holds them for one lock and two candidates, judged by
+/// the engine's own rule (NameHolderByToken, ConfirmedWritable, Assess).
 class LeaseWatch {
  public:
   LeaseWatch(const RedisServer& redis, const LeaseWorker& a, const LeaseWorker& b)
-      : reader_(Endpoint(redis.port()), Keys()), a_(Target("a", a)), b_(Target("b", b)) {}
-
-  /// Both claims sent together through one start gate, then the record.
-  LeaseAssessment Round() {
-    const auto deadline = SteadyClock::now() + kProbeDeadline;
-    sbd::StartGate gate(2);
-    auto other = std::async(std::launch::async, [&] { return b_.Probe(deadline, &gate); });
-    sbd::CandidateClaim claim_a{a_.Probe(deadline, &gate), ""};
-    sbd::CandidateClaim claim_b{other.get(), ""};
-    auto record = reader_.Read(SteadyClock::now() + milliseconds(500));
-    sbd::LeaseRecordView view;  // unknown when the store could not be read
-    if (auto* read = std::get_if<sbd::LeaseRecord>(&record)) view = RecordViewOf(read->keys.at(0));
-    return AssessLeaseClaims(view, {claim_a, claim_b});
+      : reader_(Endpoint(redis.port()), Keys()), a_(Target("a", a)), b_(Target("b", b)) {
+    spec_.name = "demo";
+    spec_.kind = "redis_lease";
+    for (const char* name : {"a", "b"}) {
+      sbd::MemberSpec member;
+      member.name = name;
+      spec_.members.push_back(member);
+    }
   }
 
-  /// A split brain seen, then confirmed at once by a second round that sees it too.
-  std::optional<LeaseAssessment> ConfirmedSplitBrain() {
-    if (!Round().split_brain()) return std::nullopt;
-    auto confirmation = Round();
-    if (!confirmation.split_brain()) return std::nullopt;
-    return confirmation;
+  /// Both claims sent together through one start gate, then the record; `confirmed` as the
+  /// engine's re-probe decided.
+  LeaseRound Round(bool confirmed = false) {
+    LeaseRound round = Read();
+    sbd::ClusterHistory history;
+    for (const auto& obs : round.claims) {
+      sbd::RecordObservation(history.members[obs.member], obs, sbd::WallClock::now());
+    }
+    round.assessment = sbd::Assess(spec_, round.claims, history, confirmed, &round.record);
+    return round;
+  }
+
+  /// A split brain seen, then confirmed as the engine confirms it: a re-probe whose claims
+  /// overlap, both still claiming.
+  std::optional<LeaseRound> ConfirmedSplitBrain() {
+    const LeaseRound first = Read();
+    if (sbd::ConfirmedWritable(first.claims, "demo").size() < 2) return std::nullopt;
+    LeaseRound again = Round(true);
+    if (sbd::ConfirmedWritable(again.claims, "demo", &first.claims).size() < 2) {
+      return std::nullopt;
+    }
+    return again;
   }
 
  private:
+  LeaseRound Read() {
+    const auto deadline = SteadyClock::now() + kProbeDeadline;
+    sbd::StartGate gate(2);
+    auto other = std::async(std::launch::async, [&] { return b_.Probe(deadline, &gate); });
+    LeaseRound round;
+    round.claims.push_back(AsObservation(a_.Probe(deadline, &gate)));
+    round.claims.push_back(AsObservation(other.get()));
+    auto record = reader_.Read(SteadyClock::now() + milliseconds(500));
+    if (auto* read = std::get_if<sbd::LeaseRecord>(&record)) {
+      round.record = sbd::LeaseRecordAsView(*read, spec_.members);
+    } else {
+      round.record = std::get<sbd::ProbeFailure>(record);
+    }
+    sbd::NameHolderByToken(round.record, round.claims);
+    return round;
+  }
+
+  /// A claim probe's answer as the engine's observation of the lock "demo".
+  static sbd::Observation AsObservation(const sbd::ClaimObservation& claim) {
+    sbd::Observation obs;
+    obs.member = claim.member;
+    obs.window = claim.window;
+    if (const sbd::ClaimReading* reading = claim.reading()) {
+      sbd::LockClaimReading lock;
+      lock.lock = "demo";
+      lock.claims = reading->state == sbd::ClaimReading::State::kClaims;
+      lock.competes = reading->state != sbd::ClaimReading::State::kAbsent;
+      lock.token = reading->token.value_or("");
+      obs.result = lock;
+    } else {
+      obs.result = *claim.failure();
+    }
+    return obs;
+  }
+
   static sbd::RedisEndpoint Endpoint(int port) {
     sbd::RedisEndpoint endpoint;
     endpoint.port = port;
@@ -81,6 +137,7 @@ class LeaseWatch {
   sbd::RedisLeaseReader reader_;
   sbd::MetricsClaimProbe a_;
   sbd::MetricsClaimProbe b_;
+  sbd::ClusterSpec spec_;
 };
 
 LeaseWorker::Options Worker(int redis_port, const std::string& token) {
@@ -126,12 +183,12 @@ TEST_CASE("Application lease: a steady run has one claimer, the one the key's to
   const auto end = SteadyClock::now() + 2 * kTtl;
   while (SteadyClock::now() < end) {
     const auto next = SteadyClock::now() + kPoll;
-    const auto assessment = watch.Round();
-    CAPTURE(rounds);
-    REQUIRE(assessment.claimers.size() == 1);
-    CHECK_FALSE(assessment.split_brain());
-    CHECK(assessment.named_holder == assessment.claimers[0]);
-    CHECK(assessment.zombies.empty());
+    const LeaseRound round = watch.Round();
+    CAPTURE(rounds, round.assessment.summary);
+    REQUIRE(round.claimers().size() == 1);
+    CHECK(round.assessment.verdict == sbd::Verdict::kHealthy);
+    CHECK(round.assessment.lock_holder == round.claimers()[0]);
+    CHECK(round.assessment.zombies.empty());
     ++rounds;
     std::this_thread::sleep_until(next);  // the poll period, not a wait for a condition
   }
@@ -161,7 +218,7 @@ TEST_CASE("Application lease: the holder frozen past its TTL and resumed is name
     std::atomic<bool> stop{false};
     const auto first_poll = SteadyClock::now() + (run - 1) * milliseconds(70);
     auto poller = std::async(std::launch::async, [&] {
-      std::optional<std::pair<SteadyClock::time_point, LeaseAssessment>> found;
+      std::optional<std::pair<SteadyClock::time_point, LeaseRound>> found;
       std::this_thread::sleep_until(first_poll);  // the phase, not a wait for a condition
       while (!stop && !found) {
         const auto next = SteadyClock::now() + kPoll;
@@ -188,14 +245,17 @@ TEST_CASE("Application lease: the holder frozen past its TTL and resumed is name
     auto found = poller.get();
     REQUIRE(found.has_value());
     const auto named_at = found->first;
-    const auto confirmed = std::optional<LeaseAssessment>(found->second);
+    const LeaseRound& confirmed = found->second;
+    CAPTURE(confirmed.assessment.summary);
     CHECK(named_at > resumed_at);  // nothing named while the holder was frozen
-    REQUIRE(confirmed.has_value());
-    REQUIRE(confirmed->zombies.size() == 1);
-    CHECK(confirmed->zombies[0].member == holder_member);
-    CHECK(confirmed->zombies[0].claimed_token == holder.token());
-    CHECK(confirmed->zombies[0].record_token == other.token());
-    CHECK(confirmed->named_holder == std::optional<std::string>(a_holds ? "b" : "a"));
+    CHECK(confirmed.assessment.verdict == sbd::Verdict::kSplitBrain);
+    REQUIRE(confirmed.assessment.zombies == std::vector<std::string>{holder_member});
+    const sbd::Observation& zombie = confirmed.claims[a_holds ? 0 : 1];
+    REQUIRE(zombie.lock_claim() != nullptr);
+    CHECK(zombie.lock_claim()->token == holder.token());
+    REQUIRE(std::holds_alternative<sbd::LockRecord>(confirmed.record));
+    CHECK(std::get<sbd::LockRecord>(confirmed.record).holder_token == other.token());
+    CHECK(confirmed.assessment.lock_holder == (a_holds ? "b" : "a"));
     CHECK(named_at - resumed_at < kTtl);
 
     // The zombie window closes at its next renewal, which fails.
