@@ -571,4 +571,9 @@ void PostgresAsyncProbe::Start(SteadyClock::time_point deadline, std::shared_ptr
   session_->Start(deadline, std::move(gate), std::move(done));
 }
 
+std::unique_ptr<MemberProbe> PostgresMemberProbe(const ClusterSpec& spec,
+                                                 const MemberSpec& member) {
+  return std::make_unique<PostgresAsyncProbe>(member, spec.probe_timeout);
+}
+
 }  // namespace sbd

@@ -42,4 +42,8 @@ class PostgresAsyncProbe : public AsyncMemberProbe {
   std::shared_ptr<Session> session_;
 };
 
+/// A PostgresAsyncProbe of `member` with its cluster's probe timeout: the member probe of every
+/// kind whose members are PostgreSQL servers (probes/kinds/).
+std::unique_ptr<MemberProbe> PostgresMemberProbe(const ClusterSpec& spec, const MemberSpec& member);
+
 }  // namespace sbd

@@ -18,6 +18,7 @@
 #include "detector/output/metrics.h"
 #include "detector/output/status.h"
 #include "probes/etcd.h"
+#include "probes/kind.h"
 #include "tests/support/process.h"
 
 namespace sbd {
@@ -773,15 +774,16 @@ TEST_CASE("engine: a reload keeps the watch's counts beside the rounds' own",
 
 TEST_CASE("engine: the kinds the config parses are exactly the kinds with registered probes",
           "[engine][kinds]") {
-  // A kind in the config's table but not in the engine's registry would parse and then run
-  // as "unregistered", keeping no lock record: the two tables must name the same kinds.
+  // Both come from the one list (probes/kinds/kinds.cpp): a kind the config parsed that the
+  // engine did not build would run as "unregistered", keeping no lock record.
   std::vector<std::string> parsed;
   for (const KindConfig& kind : Kinds()) parsed.emplace_back(kind.name);
   std::vector<std::string> registered = BuiltInKindNames();
   std::sort(parsed.begin(), parsed.end());
   std::sort(registered.begin(), registered.end());
   CHECK(registered == parsed);
-  // And no kind is registered twice (the first line would shadow the second).
+  // And no kind is listed twice (the first line would shadow the second), and each has a probe.
+  for (const KindDescriptor& kind : KindDescriptors()) CHECK(kind.member != nullptr);
   CHECK(std::adjacent_find(registered.begin(), registered.end()) == registered.end());
 }
 

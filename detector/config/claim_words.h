@@ -5,8 +5,8 @@
 namespace sbd {
 
 /// How a kind words its members' claim in summaries and pages, so that an election's page
-/// says "claiming the lock" where PostgreSQL's says "writable". Each kind's line in
-/// detector/config/kinds/kinds.cpp names its words.
+/// says "claiming the lock" where PostgreSQL's says "writable". Each kind's descriptor
+/// (probes/kinds/<kind>.cpp) names its words.
 struct ClaimWords {
   const char* many;    ///< after two or more names: "writable", "claiming the lock"
   const char* one;     ///< after one name: "is writable", "claims the lock"

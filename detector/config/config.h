@@ -214,7 +214,7 @@ struct ClusterSpec {
   std::vector<MemberSpec> members;
 
   /// What kind of cluster this is, as `kind:` spells it ("postgres", "patroni", "redis", ...):
-  /// one of the kinds in detector/config/kinds/kinds.cpp.
+  /// one of the kinds listed in probes/kinds/kinds.cpp.
   std::string kind = "postgres";
   /// Patroni: the scope (cluster name in the DCS); the namespace prefix, "/service" by default.
   std::string scope;

@@ -1,9 +1,9 @@
 #pragma once
 
-// The built-in kinds as the engine builds them: for each kind the config parses
-// (detector/config/kinds/kinds.cpp), the probe of its members, the lock store that keeps its
-// record and where that is. kind_registry.cpp lists them, one line each; the rest of the engine
-// and the output see only the interfaces below.
+// The built-in kinds as the engine builds them, from each kind's descriptor (probes/kind.h,
+// listed once in probes/kinds/kinds.cpp): the probe of its members, the lock store that keeps its
+// record and where that is, its members' managers. The engine and the output see only the
+// interfaces below.
 
 #include <functional>
 #include <memory>
@@ -19,15 +19,12 @@ namespace sbd {
 using ProbeFactory =
     std::function<std::unique_ptr<MemberProbe>(const ClusterSpec&, const MemberSpec&)>;
 
-/// A PostgresProbe with the cluster's probe timeout, whatever the cluster's kind.
-ProbeFactory PostgresProbeFactory();
-
-/// The default factory: the member probe of the cluster's kind, from the registry of built-in
-/// kinds (a PostgresProbe for postgres and patroni, a RedisProbe for redis).
+/// The default factory: the member probe of the cluster's kind, from its descriptor (a
+/// PostgresAsyncProbe for postgres and the PostgreSQL managers, a RedisProbe for redis...).
 ProbeFactory BuiltInMemberProbeFactory();
 
-/// The kinds the engine has probes for, in registry order: each must be a kind the config's
-/// table (detector/config/kinds/kinds.cpp) parses, and the other way round (a unit test pins it).
+/// The kinds the engine builds, in the list's order: the kinds the config parses (one list,
+/// probes/kinds/kinds.cpp).
 std::vector<std::string> BuiltInKindNames();
 
 /// Builds the lock store of a cluster, or nullptr when its kind keeps no lock record (plain
@@ -43,15 +40,16 @@ LockStoreFactory BuiltInLockStoreFactory();
 using ManagerProbeFactory =
     std::function<std::unique_ptr<ManagerProbe>(const ClusterSpec&, const MemberSpec&)>;
 
-/// The default factory: Patroni's REST API at the member's patroni_url, when it has one.
-ManagerProbeFactory PatroniManagerProbeFactory();
+/// The default factory: the manager probe of the cluster's kind, from its descriptor (Patroni's
+/// REST API at the member's patroni_url, when it has one); none for a kind without managers.
+ManagerProbeFactory BuiltInManagerProbeFactory();
 
 /// How the scheduler builds every reading of a cluster: the built-in kinds by default, fakes
 /// in tests. Plain value type.
 struct ProbeFactories {
   ProbeFactory members = BuiltInMemberProbeFactory();
   LockStoreFactory lock_stores = BuiltInLockStoreFactory();
-  ManagerProbeFactory managers = PatroniManagerProbeFactory();
+  ManagerProbeFactory managers = BuiltInManagerProbeFactory();
 };
 
 /// What a cluster's lock is made of, as the scheduler built it. Metrics, status and alerts
@@ -69,7 +67,7 @@ struct LockDescription {
 };
 
 /// The lock of a cluster built with `has_store` (what its lock store factory returned): the
-/// kind's name and where its store keeps the record, from the built-in kinds' registry.
+/// kind's name and where its store keeps the record, from the kind's descriptor.
 LockDescription DescribeLock(const ClusterSpec& spec, bool has_store);
 
 }  // namespace sbd

@@ -2,25 +2,6 @@
 
 namespace sbd {
 
-const std::vector<KindConfig>& Kinds() {
-  // One line per kind: name, claims_only, patroni_urls, block, keys, parse, parse_member,
-  // words, remediation.
-  // clang-format off
-  static const std::vector<KindConfig> kinds = {
-    {"postgres",      false, false, nullptr,         {},                                                      nullptr,           ParsePostgresMember, &kWritableWords, RemediationSupport::kNone},
-    {"patroni",       false, true,  nullptr,         {"scope", "namespace", "etcd", "zookeeper", "discover", "discovery"}, ParsePatroni, ParsePostgresMember, &kWritableWords, RemediationSupport::kPostgresFence},
-    {"redis",         true,  false, "redis",         {},                                                      ParseRedis,        ParseRedisMember, &kWritableWords, RemediationSupport::kRedisFence},
-    {"redis_lease",   true,  false, "redis_lease",   {},                                                      ParseRedisLease,   ParseClaimMember, &kLeaseWords, RemediationSupport::kHook},
-    {"k8s_lease",     true,  false, "k8s_lease",     {},                                                      ParseK8sLease,     ParseClaimMember, &kLeaseWords, RemediationSupport::kHook},
-    {"etcd_election", true,  false, "etcd_election", {},                                                      ParseEtcdElection, ParseClaimMember, &kLockWords, RemediationSupport::kHook},
-    {"zookeeper_lock", true, false, "zookeeper_lock", {},                                                     ParseZooKeeperLock, ParseClaimMember, &kLockWords, RemediationSupport::kHook},
-    {"pg_auto_failover", false, false, "pg_auto_failover", {"discover", "discovery"},                    ParsePgAutoFailover, ParsePostgresMember, &kWritableWords, RemediationSupport::kPostgresFence},
-    {"repmgr",        false, false, "repmgr",        {"discover", "discovery"},                               ParseRepmgr,       ParsePostgresMember, &kWritableWords, RemediationSupport::kPostgresFence},
-  };
-  // clang-format on
-  return kinds;
-}
-
 const ClaimWords kWritableWords = {
     "writable",      "is writable",    "is the only writable member",
     "none writable", "writable since", "writable without the leader key"};

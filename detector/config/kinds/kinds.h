@@ -37,33 +37,35 @@ struct ClusterContext {
 
 /// A cluster kind as the config sees it: the name `kind:` spells, the keys only it may have,
 /// and the functions that read them, each reporting its own errors (as the blackbox_exporter's
-/// modules do). The kind's file under detector/config/kinds/ has its parsers; kinds.cpp lists
-/// every kind, one line each.
+/// modules do). The kind's file under detector/config/kinds/ has its parsers; its descriptor
+/// (probes/kinds/<kind>.cpp, probes/kind.h) holds this beside what the engine builds of it.
 struct KindConfig {
-  const char* name;
+  const char* name = "";
   /// Members are Redis servers or claim endpoints: never found by discovery or in file_sd.
-  bool claims_only;
+  bool claims_only = false;
   /// Members (and file_sd targets) may carry a Patroni REST API URL.
-  bool patroni_urls;
+  bool patroni_urls = false;
   /// The kind's own block of the cluster ("redis"), or nullptr.
-  const char* block;
+  const char* block = nullptr;
   /// Cluster keys other than a block that only this kind may have.
   std::vector<std::string> keys;
   /// Reads and validates the kind's block or keys into the cluster; called for the cluster's
   /// kind, and for every kind when `kind:` was invalid (`context.kind` null: nothing is then
   /// required). Null when the kind has neither. The cluster's name is already read.
-  void (*parse)(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster);
+  void (*parse)(ConfigReader& reader, ClusterContext& context, ClusterSpec& cluster) = nullptr;
   /// Reads one item of `members`; the kind's block is already read into `cluster`.
   MemberSpec (*parse_member)(ConfigReader& reader, const ClusterContext& context,
                              const ClusterSpec& cluster, const YAML::Node& node,
-                             const std::string& path, ConfigReader::SeenNames& seen);
+                             const std::string& path, ConfigReader::SeenNames& seen) = nullptr;
   /// How the kind's summaries and pages word a claim (claim_words.h).
-  const ClaimWords* words;
+  const ClaimWords* words = nullptr;
   /// What `remediation:` may ask of the kind.
-  RemediationSupport remediation;
+  RemediationSupport remediation = RemediationSupport::kNone;
 };
 
-/// Every kind, in the order their blocks are read; the first is the default (postgres).
+/// Every kind, in the order their blocks are read; the first is the default (postgres). Defined
+/// by the one list of kinds, probes/kinds/kinds.cpp, from each kind's descriptor: the config
+/// parses the kinds that list names, and nothing else lists them.
 const std::vector<KindConfig>& Kinds();
 
 /// The kind `kind:` names, or nullptr.
