@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -33,7 +34,14 @@ using Clock = std::chrono::steady_clock;
 Environment& Env() {
   // Built by the first scenario; torn down at exit (detector first, etcd last).
   static std::unique_ptr<Environment> env;
-  if (!env) env = std::make_unique<Environment>(SBD_BINARY);
+  if (!env) {
+    env = std::make_unique<Environment>(SBD_BINARY);
+    // Torn down at exit before the statics its construction first used (cpp-httplib's
+    // response-line parser keeps a function-local std::regex): a static unique_ptr alone
+    // was destroyed after them, and the etcd call in its teardown then read a destroyed
+    // regex (a 48 GB allocation, the suite OOM-killed after passing).
+    std::atexit([] { env.reset(); });
+  }
   return *env;
 }
 

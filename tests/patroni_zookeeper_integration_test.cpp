@@ -8,6 +8,7 @@
 // The scenarios share one environment (built by whichever runs first); each settles it first
 // (the cluster healed, the verdict healthy) and counts only what it caused.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -25,7 +26,14 @@ using Clock = std::chrono::steady_clock;
 Environment& Env() {
   // Two members: the leader and the replica that takes over. Torn down at exit.
   static std::unique_ptr<Environment> env;
-  if (!env) env = std::make_unique<Environment>(SBD_BINARY, PatroniDcs::kZooKeeperEnsemble, 2);
+  if (!env) {
+    env = std::make_unique<Environment>(SBD_BINARY, PatroniDcs::kZooKeeperEnsemble, 2);
+    // Torn down at exit before the statics its construction first used (cpp-httplib's
+    // response-line parser keeps a function-local std::regex): a static unique_ptr alone
+    // was destroyed after them, and the etcd call in its teardown then read a destroyed
+    // regex (a 48 GB allocation, the suite OOM-killed after passing).
+    std::atexit([] { env.reset(); });
+  }
   return *env;
 }
 

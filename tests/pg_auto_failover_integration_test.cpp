@@ -8,6 +8,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -88,7 +89,14 @@ struct Environment {
 
 Environment& Env() {
   static std::unique_ptr<Environment> env;
-  if (!env) env = std::make_unique<Environment>();
+  if (!env) {
+    env = std::make_unique<Environment>();
+    // Torn down at exit before the statics its construction first used (cpp-httplib's
+    // response-line parser keeps a function-local std::regex): a static unique_ptr alone
+    // was destroyed after them, and the etcd call in its teardown then read a destroyed
+    // regex (a 48 GB allocation, the suite OOM-killed after passing).
+    std::atexit([] { env.reset(); });
+  }
   return *env;
 }
 

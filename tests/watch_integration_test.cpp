@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -72,14 +73,28 @@ std::unique_ptr<Environment> WatchEnvironment(PatroniDcs dcs, int members) {
 
 Environment& Env() {
   static std::unique_ptr<Environment> env;
-  if (!env) env = WatchEnvironment(PatroniDcs::kEtcd, 3);
+  if (!env) {
+    env = WatchEnvironment(PatroniDcs::kEtcd, 3);
+    // Torn down at exit before the statics its construction first used (cpp-httplib's
+    // response-line parser keeps a function-local std::regex): a static unique_ptr alone
+    // was destroyed after them, and the etcd call in its teardown then read a destroyed
+    // regex (a 48 GB allocation, the suite OOM-killed after passing).
+    std::atexit([] { env.reset(); });
+  }
   return *env;
 }
 
 // The same on ZooKeeper (Patroni's zookeeper: DCS), two members; built on first use.
 Environment& ZooKeeperEnv() {
   static std::unique_ptr<Environment> env;
-  if (!env) env = WatchEnvironment(PatroniDcs::kZooKeeper, 2);
+  if (!env) {
+    env = WatchEnvironment(PatroniDcs::kZooKeeper, 2);
+    // Torn down at exit before the statics its construction first used (cpp-httplib's
+    // response-line parser keeps a function-local std::regex): a static unique_ptr alone
+    // was destroyed after them, and the etcd call in its teardown then read a destroyed
+    // regex (a 48 GB allocation, the suite OOM-killed after passing).
+    std::atexit([] { env.reset(); });
+  }
   return *env;
 }
 
