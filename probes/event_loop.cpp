@@ -146,7 +146,7 @@ void LoopTimer::Stop() {
 
 struct SocketWatch::Handle {
   uv_poll_t poll{};
-  std::function<void()> ready;
+  std::function<void(Events)> ready;
   bool initialized = false;
 };
 
@@ -173,16 +173,23 @@ SocketWatch::~SocketWatch() {
 }
 
 bool SocketWatch::Watch(bool read, bool write, std::function<void()> ready) {
+  if (!ready) return WatchEvents(read, write, nullptr);
+  return WatchEvents(read, write, [ready = std::move(ready)](Events) { ready(); });
+}
+
+bool SocketWatch::WatchEvents(bool read, bool write, std::function<void(Events)> ready) {
   if (!handle_->initialized) return false;
   handle_->ready = std::move(ready);
   const int events = (read ? UV_READABLE : 0) | (write ? UV_WRITABLE : 0);
   if (events == 0) return uv_poll_stop(&handle_->poll) == 0;
-  return uv_poll_start(&handle_->poll, events, [](uv_poll_t* p, int, int) {
-           // An error status (a socket reset) is for libpq to read and report.
+  return uv_poll_start(&handle_->poll, events, [](uv_poll_t* p, int status, int happened) {
+           // An error status (a socket reset) is for the socket's reader to read and report.
            auto* handle = static_cast<Handle*>(p->data);
            if (handle->ready) {
+             const Events seen{(happened & UV_READABLE) != 0, (happened & UV_WRITABLE) != 0,
+                               status < 0};
              auto ready = handle->ready;  // may replace itself
-             Guarded("event loop socket", ready);
+             Guarded("event loop socket", [&] { ready(seen); });
            }
          }) == 0;
 }

@@ -78,6 +78,14 @@ class SocketWatch {
   /// Calls `ready` whenever the socket is readable (`read`) or writable (`write`); false if
   /// libuv refuses the socket.
   bool Watch(bool read, bool write, std::function<void()> ready);
+  /// What a socket turned out to be when `ready` runs: readable, writable, or in error.
+  struct Events {
+    bool readable = false;
+    bool writable = false;
+    bool error = false;
+  };
+  /// As Watch, telling `ready` which of them happened (libcurl wants to know, or it polls).
+  bool WatchEvents(bool read, bool write, std::function<void(Events)> ready);
   int fd() const { return fd_; }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -110,7 +111,9 @@ class SharedMulti : public std::enable_shared_from_this<SharedMulti> {
   }
   static int OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*);
   static int OnTimer(CURLM*, long timeout_ms, void* userp);
-  void Act(curl_socket_t fd);
+  friend struct LoopHttpClient::Impl;  // sets CloseSocket on each of its requests
+  static int CloseSocket(void* userp, curl_socket_t fd);
+  void Act(curl_socket_t fd, int events);
   static std::mutex& Mutex() {
     static std::mutex mu;
     return mu;
@@ -128,6 +131,9 @@ class SharedMulti : public std::enable_shared_from_this<SharedMulti> {
   EventLoop& loop_;
   CURLM* multi_ = nullptr;
   LoopTimer curl_timer_;  // libcurl's own timeouts (CURLMOPT_TIMERFUNCTION)
+  // One watch per socket libcurl opened, kept (stopped) while its connection idles in the
+  // cache and dropped when libcurl closes the socket: a request on a kept-alive connection
+  // makes no watch of its own (uv_poll_init and uv_close cost four system calls each time).
   std::map<curl_socket_t, std::unique_ptr<SocketWatch>> sockets_;
   long clients_ = 0;
 };
@@ -138,7 +144,8 @@ struct LoopHttpClient::Impl {
     multi = shared->multi();
   }
   ~Impl() {
-    DropEasy();
+    Detach();
+    if (easy != nullptr) curl_easy_cleanup(easy);
     shared->Release();
     *alive = false;
   }
@@ -151,7 +158,7 @@ struct LoopHttpClient::Impl {
   void Configure(const HttpRequest& request);
   void Completed(CURLcode code);
   void Finish(HttpResult result);
-  void DropEasy();
+  void Detach();
   ProbeFailure FailureOf(CURLcode code) const;
   void FailSoon(ProbeFailure failure, Done on_done);
 
@@ -160,8 +167,11 @@ struct LoopHttpClient::Impl {
   CURLM* multi = nullptr;    // shared's
   LoopTimer deadline_timer;  // the request's deadline, whatever libcurl does
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
-  // The request in flight:
+  // The client's one easy handle, reset for each request: a new one per request cost a
+  // calloc of the handle and of its 16 KB receive buffer, and their release.
   CURL* easy = nullptr;
+  // The request in flight:
+  bool in_flight = false;
   curl_slist* header_list = nullptr;
   Done done;
   HttpBounds bounds;
@@ -176,7 +186,7 @@ struct LoopHttpClient::Impl {
   // How far an answer cut off by the deadline got: the bound it broke, for the failure.
   std::string Phase() const {
     curl_off_t connected_us = 0;
-    if (easy != nullptr) curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected_us);
+    if (in_flight) curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected_us);
     if (connected_us == 0) return "no connection made";
     if (!status_seen) return "no complete status line";
     if (!headers_done) return "the headers not complete";
@@ -189,15 +199,30 @@ struct LoopHttpClient::Impl {
 
 int SharedMulti::OnSocket(CURL*, curl_socket_t fd, int what, void* userp, void*) {
   auto* self = static_cast<SharedMulti*>(userp);
-  if (what == CURL_POLL_REMOVE) {
-    self->sockets_.erase(fd);
+  if (what == CURL_POLL_REMOVE) {  // idle, or about to be closed (CloseSocket drops it)
+    const auto it = self->sockets_.find(fd);
+    if (it != self->sockets_.end()) it->second->Watch(false, false, nullptr);
     return 0;
   }
   auto& watch = self->sockets_[fd];
   if (!watch) watch = std::make_unique<SocketWatch>(self->loop_, fd);
   const bool read = (what & CURL_POLL_IN) != 0;
   const bool write = (what & CURL_POLL_OUT) != 0;
-  return watch->Watch(read, write, [self, fd] { self->Act(fd); }) ? 0 : -1;
+  // Told which events came, libcurl reads and writes without polling the socket first.
+  return watch->WatchEvents(read, write,
+                            [self, fd](SocketWatch::Events events) {
+                              self->Act(fd, (events.readable ? CURL_CSELECT_IN : 0) |
+                                                (events.writable ? CURL_CSELECT_OUT : 0) |
+                                                (events.error ? CURL_CSELECT_ERR : 0));
+                            })
+             ? 0
+             : -1;
+}
+
+int SharedMulti::CloseSocket(void* userp, curl_socket_t fd) {
+  // The watch goes first: libuv must not poll a closed descriptor, nor one reused by another.
+  static_cast<SharedMulti*>(userp)->sockets_.erase(fd);
+  return close(fd);
 }
 
 int SharedMulti::OnTimer(CURLM*, long timeout_ms, void* userp) {
@@ -208,15 +233,15 @@ int SharedMulti::OnTimer(CURLM*, long timeout_ms, void* userp) {
   }
   // Fired from the loop, never from inside libcurl (it must not be re-entered here).
   self->curl_timer_.Arm(SteadyClock::now() + std::chrono::milliseconds(timeout_ms),
-                        [self] { self->Act(CURL_SOCKET_TIMEOUT); });
+                        [self] { self->Act(CURL_SOCKET_TIMEOUT, 0); });
   return 0;
 }
 
-void SharedMulti::Act(curl_socket_t fd) {
+void SharedMulti::Act(curl_socket_t fd, int events) {
   // A client told of its answer may drop the last reference to this multi: hold one.
   const std::shared_ptr<SharedMulti> keep = shared_from_this();
   int running = 0;
-  curl_multi_socket_action(multi_, fd, 0, &running);
+  curl_multi_socket_action(multi_, fd, events, &running);
   int left = 0;
   while (CURLMsg* message = curl_multi_info_read(multi_, &left)) {
     if (message->msg != CURLMSG_DONE) continue;
@@ -310,6 +335,8 @@ void LoopHttpClient::Impl::Configure(const HttpRequest& request) {
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::OnBody);
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, this);
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, &SharedMulti::CloseSocket);
+  curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, shared.get());
   header_list = curl_slist_append(header_list, "Expect:");  // no 100-continue round trip
   for (const auto& header : request.headers) {
     header_list = curl_slist_append(header_list, header.c_str());
@@ -351,7 +378,7 @@ void LoopHttpClient::Impl::Start(const HttpRequest& request, SteadyClock::time_p
                                  Done on_done) {
   what = RequestName(request);
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now());
-  if (easy != nullptr) {
+  if (in_flight) {
     return FailSoon({ProbeFailureReason::kInternal, what + ": a request is already in flight"},
                     std::move(on_done));
   }
@@ -362,7 +389,11 @@ void LoopHttpClient::Impl::Start(const HttpRequest& request, SteadyClock::time_p
     return FailSoon({ProbeFailureReason::kConfig, "the URL's scheme is neither http nor https"},
                     std::move(on_done));
   }
-  easy = curl_easy_init();
+  if (easy == nullptr) {
+    easy = curl_easy_init();
+  } else {
+    curl_easy_reset(easy);  // every option back to its default; connections and caches stay
+  }
   if (easy == nullptr) {
     return FailSoon({ProbeFailureReason::kInternal, what + ": libcurl could not start"},
                     std::move(on_done));
@@ -385,8 +416,11 @@ void LoopHttpClient::Impl::Start(const HttpRequest& request, SteadyClock::time_p
         what + (stream ? ": no status and headers within the deadline of " + limit
                        : ": the answer outlasted the deadline of " + limit + ": " + Phase())});
   });
+  in_flight = true;
   if (curl_multi_add_handle(multi, easy) != CURLM_OK) {
-    DropEasy();
+    in_flight = false;
+    curl_slist_free_all(header_list);
+    header_list = nullptr;
     deadline_timer.Stop();
     return FailSoon({ProbeFailureReason::kInternal, what + ": libcurl refused the request"},
                     std::move(done));
@@ -403,7 +437,7 @@ void LoopHttpClient::Impl::ArmIdle() {
 }
 
 void LoopHttpClient::Impl::Completed(CURLcode code) {
-  if (easy == nullptr) return;
+  if (!in_flight) return;
   if (code != CURLE_OK) {
     Finish(FailureOf(code));
     return;
@@ -433,20 +467,19 @@ ProbeFailure LoopHttpClient::Impl::FailureOf(CURLcode code) const {
   return {ReasonOf(code), what + ": " + detail};
 }
 
-void LoopHttpClient::Impl::DropEasy() {
-  if (easy != nullptr) {
+void LoopHttpClient::Impl::Detach() {
+  if (in_flight) {
     curl_multi_remove_handle(multi, easy);
-    curl_easy_cleanup(easy);
-    easy = nullptr;
+    in_flight = false;
   }
   curl_slist_free_all(header_list);
   header_list = nullptr;
 }
 
 void LoopHttpClient::Impl::Finish(HttpResult result) {
-  if (easy == nullptr) return;
+  if (!in_flight) return;
   deadline_timer.Stop();
-  DropEasy();  // a finished transfer leaves its connection in the cache; a cut one closes it
+  Detach();  // a finished transfer leaves its connection in the cache; a cut one closes it
   Done on_done = std::move(done);
   done = nullptr;
   if (on_done) on_done(std::move(result));
@@ -458,20 +491,20 @@ LoopHttpClient::~LoopHttpClient() = default;
 
 void LoopHttpClient::Start(const HttpRequest& request, SteadyClock::time_point deadline,
                            Done done) {
-  if (impl_->easy == nullptr) impl_->stream = nullptr;
+  if (!impl_->in_flight) impl_->stream = nullptr;
   impl_->Start(request, deadline, std::move(done));
 }
 
 void LoopHttpClient::StartStream(const HttpRequest& request,
                                  SteadyClock::time_point headers_deadline,
                                  std::chrono::milliseconds idle, Chunk chunk, Done done) {
-  if (impl_->easy == nullptr) {  // else Start refuses it, and the one in flight keeps its own
+  if (!impl_->in_flight) {  // else Start refuses it, and the one in flight keeps its own
     impl_->stream = std::move(chunk);
     impl_->idle = idle;
   }
   impl_->Start(request, headers_deadline, std::move(done));
 }
 
-bool LoopHttpClient::busy() const { return impl_->easy != nullptr; }
+bool LoopHttpClient::busy() const { return impl_->in_flight; }
 
 }  // namespace sbd
