@@ -23,7 +23,7 @@ void LabelRegroupingSuppressor::Apply(const SuppressionInput& in, Assessment& a)
   s.reason += ", not lineage " + a.lineage;
   if (!in.spec.scope.empty()) s.reason += " scope " + in.spec.scope;
   s.reason += ": grouped here by label, not counted";
-  s.expires = in.now + in.spec.ttl;
+  s.expires = in.now + in.ttl;
   a.suppressions.push_back(std::move(s));
 }
 

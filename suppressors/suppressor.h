@@ -37,6 +37,7 @@ struct SuppressionInput {
   const std::vector<Declaration>& declarations;         ///< active now, every cluster's
   const std::optional<TransitionEvidence>& transition;  ///< this round's, if any
   WallClock::time_point now;
+  Millis ttl;  ///< the effective one: the lock store's when the config gives none
 };
 
 class Suppressor {

@@ -168,7 +168,7 @@ void TransitionSuppressor::Apply(const SuppressionInput& in, Assessment& a) cons
   s.hidden = VerdictName(Verdict::kSuspected);
   s.members = in.transition->members;
   // Evidence, not a declaration: it lapses one TTL after it was seen.
-  s.expires = in.now + in.spec.ttl;
+  s.expires = in.now + in.ttl;
   a.suppressions.push_back(std::move(s));
   // A store's handover lasts many rounds (Sentinel: seconds); it is shown, counted, bounded
   // by the store's own limit, and not a suspicion that would warn.

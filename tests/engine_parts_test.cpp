@@ -184,9 +184,25 @@ TEST_CASE("engine parts: FoldRound keeps the lock store's answer and its ttl", "
   FoldRound(state, round, Confirmation{}, {}, kWall);
   REQUIRE(state.last_good_dcs);
   CHECK(state.last_good_dcs->holder == "a");
-  CHECK(state.spec.ttl == Millis(6000));
-  CHECK(state.spec.probe_interval == Millis(600));
-  CHECK(state.spec.probe_timeout == Millis(600));
+  const Timing timing = state.timing();
+  CHECK(timing.ttl == Millis(6000));
+  CHECK(std::string(timing.ttl_source) == "lock store");
+  CHECK(timing.probe_interval == Millis(600));
+  CHECK(std::string(timing.interval_source) == "ttl/10");
+  CHECK(timing.probe_timeout == Millis(600));
+  // The spec stays as validated.
+  CHECK(state.spec.probe_interval == Millis(5000));
+  CHECK(state.spec.probe_timeout == Millis(4000));
+
+  // Patroni's ttl raised to 60 s: the configured interval fits again, and is taken back.
+  RoundReadings raised = Round({Read("a", true, 0, 5), Read("b", false, 0, 5)});
+  view.config_ttl = 60;
+  raised.dcs = view;
+  FoldRound(state, raised, Confirmation{}, {}, kWall + milliseconds(500));
+  CHECK(state.timing().ttl == Millis(60000));
+  CHECK(state.timing().probe_interval == Millis(5000));
+  CHECK(std::string(state.timing().interval_source) == "config");
+  view.config_ttl = 6;
 
   RoundReadings unreadable = Round({Read("a", true, 0, 5), Read("b", false, 0, 5)});
   unreadable.dcs = ProbeFailure{ProbeFailureReason::kTimeout, "etcd: no answer"};
@@ -194,7 +210,7 @@ TEST_CASE("engine parts: FoldRound keeps the lock store's answer and its ttl", "
   CHECK(state.dcs_failures == 1);
   CHECK(state.dcs_consecutive_failures == 1);
   CHECK(state.last_good_dcs->holder == "a");  // the last good record is kept
-  CHECK(state.last_dcs_success == kWall);
+  CHECK(state.last_dcs_success == kWall + milliseconds(500));
 }
 
 TEST_CASE("engine parts: discovery adds members within max_members and expires the gone ones",

@@ -414,9 +414,14 @@ TEST_CASE("engine: a Patroni cluster without a ttl takes its round interval from
   CHECK(cadence);
   const ClusterSnapshot c = Only(scheduler);
   CHECK(c.rounds >= 3);
-  CHECK(c.spec.ttl == milliseconds(6000));
-  CHECK(c.spec.probe_interval == milliseconds(600));
-  CHECK(c.spec.probe_timeout == milliseconds(600));
+  CHECK(c.timing().ttl == milliseconds(6000));
+  CHECK(c.timing().probe_interval == milliseconds(600));
+  CHECK(c.timing().probe_timeout == milliseconds(600));
+  CHECK(c.spec.probe_interval == milliseconds(3000));  // the spec as validated
+  const nlohmann::json status = StatusJson(scheduler.Snapshot())["clusters"][0];
+  CHECK(status["probe_interval_seconds"] == 0.6);
+  CHECK(status["ttl_source"] == "lock store");
+  CHECK(status["probe_interval_source"] == "ttl/10");
   CHECK(c.assessment.verdict == Verdict::kHealthy);
 }
 
@@ -444,6 +449,7 @@ TEST_CASE("engine: /status never shows a negative or wrapped ttl from the record
   const nlohmann::json cluster = StatusJson(scheduler.Snapshot())["clusters"][0];
   INFO(cluster.dump());
   CHECK(cluster["ttl_seconds"] == 30.0);  // the default: the rejected ttl is not used
+  CHECK(cluster["ttl_source"] == "default");
   CHECK(cluster["probe_interval_seconds"].get<double>() > 0);
   CHECK(cluster.dump().find("ttl is out of range 1..31622400") != std::string::npos);
 }
@@ -457,8 +463,9 @@ TEST_CASE("engine: an explicit ttl is kept whatever the record says", "[engine]"
   Scheduler scheduler(PatroniCluster({"a"}, "    ttl: 30s\n"), world.Factories());
   scheduler.RunOnce();
   const ClusterSnapshot c = Only(scheduler);
-  CHECK(c.spec.ttl == milliseconds(30000));
-  CHECK(c.spec.probe_interval == milliseconds(3000));
+  CHECK(c.timing().ttl == milliseconds(30000));
+  CHECK(c.timing().probe_interval == milliseconds(3000));
+  CHECK(std::string(c.timing().ttl_source) == "config");
   CHECK(world.record()->reads() == 1);
 }
 

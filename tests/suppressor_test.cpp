@@ -96,7 +96,8 @@ Assessment Judge(const ClusterSpec& spec, const std::vector<Observation>& round,
   for (const auto& obs : round) RecordObservation(history.members[obs.member], obs, kNow);
   history.lineage = ChooseLineage(spec, history);
   Assessment a = Assess(spec, round, history, confirmed);
-  ApplySuppressors(SuppressionInput{spec, round, history, declarations, transition, kNow}, a);
+  ApplySuppressors(SuppressionInput{spec, round, history, declarations, transition, kNow, spec.ttl},
+                   a);
   return a;
 }
 

@@ -30,9 +30,32 @@ struct MemberCounters {
   double last_duration_seconds = 0;
 };
 
+/// The timing a cluster runs at, and where each value came from. The validated spec is never
+/// rewritten: with no ttl in the config, the lock store's ttl (Patroni's) is the one the page
+/// must beat, and it may lower the probe interval; that is said here.
+struct Timing {
+  Millis ttl{};
+  Millis probe_interval{};
+  Millis probe_timeout{};
+  /// "config"; "default" (no ttl in the config, none read from the lock store yet); or
+  /// "lock store".
+  const char* ttl_source = "config";
+  /// "config", or "ttl/10" (the lock store's ttl is below three configured intervals).
+  const char* interval_source = "config";
+};
+
+/// The spec's own timing.
+Timing TimingOf(const ClusterSpec& spec);
+/// The spec's timing under a ttl read from the lock store.
+Timing TimingWithStoreTtl(const ClusterSpec& spec, Millis store_ttl);
+
 /// A consistent copy of one cluster's state, taken under the scheduler's lock.
 struct ClusterSnapshot {
-  ClusterSpec spec;
+  ClusterSpec spec;  ///< as validated, but for the members discovery adds and drops
+  /// Set once the lock store's ttl decides the timing; nullopt: the spec's own.
+  std::optional<Timing> store_timing;
+  /// What the cluster runs at now.
+  Timing timing() const { return store_timing ? *store_timing : TimingOf(spec); }
   bool has_round = false;
   Assessment assessment;
   ClusterHistory history;

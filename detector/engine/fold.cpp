@@ -53,17 +53,24 @@ void RecordLockStore(ClusterSnapshot& state, const LockRecordResult& dcs,
     if (was_down) spdlog::info("cluster={} msg=\"lock store readable again\"", state.spec.name);
     // With no ttl in the config, Patroni's own ttl is the one the page must beat.
     if (state.spec.ttl_from_dcs && view->config_ttl && *view->config_ttl > 0) {
-      state.spec.ttl = Millis(*view->config_ttl * 1000);
-      if (state.spec.probe_interval > state.spec.ttl / 3) {
+      const Timing was = state.timing();
+      const Timing now = TimingWithStoreTtl(state.spec, Millis(*view->config_ttl * 1000));
+      if (now.interval_source != was.interval_source || now.probe_interval != was.probe_interval) {
         // Said once per change, so an operator who set probe_interval knows it was lowered.
-        spdlog::warn(
-            "cluster={} msg=\"probe_interval lowered to ttl/10: Patroni's ttl is below three "
-            "intervals\" ttl={}ms probe_interval={}ms was={}ms",
-            state.spec.name, state.spec.ttl.count(), (state.spec.ttl / 10).count(),
-            state.spec.probe_interval.count());
-        state.spec.probe_interval = state.spec.ttl / 10;
-        state.spec.probe_timeout = std::min(state.spec.probe_timeout, state.spec.probe_interval);
+        if (now.probe_interval < state.spec.probe_interval) {
+          spdlog::warn(
+              "cluster={} msg=\"probe_interval lowered to ttl/10: Patroni's ttl is below three "
+              "intervals\" ttl={}ms probe_interval={}ms was={}ms",
+              state.spec.name, now.ttl.count(), now.probe_interval.count(),
+              was.probe_interval.count());
+        } else {
+          spdlog::info(
+              "cluster={} msg=\"probe_interval back to the configured one\" ttl={}ms "
+              "probe_interval={}ms",
+              state.spec.name, now.ttl.count(), now.probe_interval.count());
+        }
       }
+      state.store_timing = now;
     }
     return;
   }
@@ -80,7 +87,7 @@ void FoldRound(ClusterSnapshot& state, RoundReadings& readings, Confirmation con
                const std::vector<Declaration>& active, WallClock::time_point at) {
   const LockRecordResult* dcs = readings.dcs ? &*readings.dcs : nullptr;
   std::vector<Observation>& round = readings.members;
-  const ClusterSpec& spec = state.spec;  // RecordLockStore may change its ttl and interval
+  const ClusterSpec& spec = state.spec;
   RecordObservations(state, round, at, HolderOf(dcs));
   if (dcs != nullptr) RecordLockStore(state, *dcs, at);
   const LockRecord* view = dcs != nullptr ? std::get_if<LockRecord>(dcs) : nullptr;
@@ -99,8 +106,9 @@ void FoldRound(ClusterSnapshot& state, RoundReadings& readings, Confirmation con
       if (obs.member == state.last_primary) state.last_primary_timeline = obs.claim()->epoch;
     }
   }
-  ApplySuppressors(SuppressionInput{spec, round, state.history, active, transition, at},
-                   assessment);
+  ApplySuppressors(
+      SuppressionInput{spec, round, state.history, active, transition, at, state.timing().ttl},
+      assessment);
   if (confirmation.candidate) {
     ++(confirmation.confirmed ? state.confirmations_accepted : state.confirmations_rejected);
   }
@@ -174,9 +182,31 @@ void RecordVerdict(ClusterSnapshot& state, Assessment assessment, WallClock::tim
   state.assessment = std::move(assessment);
 }
 
+Timing TimingOf(const ClusterSpec& spec) {
+  Timing timing;
+  timing.ttl = spec.ttl;
+  timing.probe_interval = spec.probe_interval;
+  timing.probe_timeout = spec.probe_timeout;
+  timing.ttl_source = spec.ttl_from_dcs ? "default" : "config";
+  return timing;
+}
+
+Timing TimingWithStoreTtl(const ClusterSpec& spec, Millis store_ttl) {
+  Timing timing = TimingOf(spec);
+  timing.ttl = store_ttl;
+  timing.ttl_source = "lock store";
+  if (spec.probe_interval > store_ttl / 3) {
+    timing.probe_interval = store_ttl / 10;
+    timing.probe_timeout = std::min(spec.probe_timeout, timing.probe_interval);
+    timing.interval_source = "ttl/10";
+  }
+  return timing;
+}
+
 void InheritState(const ClusterSnapshot& old, ClusterSnapshot& now) {
   ClusterSnapshot kept = old;
   kept.spec = std::move(now.spec);
+  kept.store_timing.reset();  // the new spec's own until the lock store is read again
   kept.lock = std::move(now.lock);
   kept.watch = std::move(now.watch);
   kept.last_dcs.reset();

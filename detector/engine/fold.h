@@ -21,7 +21,8 @@ void RecordObservations(ClusterSnapshot& state, const std::vector<Observation>& 
 
 /// Keeps the lock store's answer: the latest successful record and when, the failures in a row
 /// (logged on the first and when readable again), and, with no ttl configured, the store's own
-/// ttl, lowering probe_interval to ttl/10 when it is below three intervals (said in the log).
+/// ttl as `store_timing`, with probe_interval at ttl/10 when the ttl is below three configured
+/// intervals (said in the log when that changes). `state.spec` is not changed.
 void RecordLockStore(ClusterSnapshot& state, const LockRecordResult& dcs, WallClock::time_point at);
 
 /// Folds one round, its readings after confirmation, into the cluster's state at `at`: the

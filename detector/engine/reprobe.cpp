@@ -56,7 +56,7 @@ void Scheduler::AfterReprobe(ClusterRuntime& cluster, std::shared_ptr<RoundWork>
     return cluster.state.history;
   };
   work->confirmation = ConfirmRound(work->readings, work->again, std::move(reprobe), confirmed,
-                                    history, WallClock::now(), cluster.state.spec.ttl);
+                                    history, WallClock::now(), cluster.state.timing().ttl);
   FinishRound(cluster, work);
 }
 

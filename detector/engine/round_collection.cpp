@@ -235,7 +235,7 @@ bool Scheduler::LaunchStoreRead(ClusterRuntime& cluster, SteadyClock::time_point
 void Scheduler::ProbeRound(ClusterRuntime& cluster, const std::vector<size_t>& member_indexes,
                            bool confirmation, ReadingsDone then) {
   const ClusterSpec& spec = cluster.state.spec;
-  const auto deadline = SteadyClock::now() + spec.probe_timeout;
+  const auto deadline = SteadyClock::now() + cluster.state.timing().probe_timeout;
   const size_t n = member_indexes.size();
   auto c = std::make_shared<Collector>();
   c->started = ReadingWindow{WallClock::now(), SteadyClock::now(), SteadyClock::now()};

@@ -146,8 +146,8 @@ void Scheduler::Start() {
     const auto count = static_cast<long>(clusters_.size());
     for (long i = 0; i < count; ++i) {
       ClusterRuntime& cluster = *clusters_[static_cast<size_t>(i)];
-      const auto step = std::min<SteadyClock::duration>(std::chrono::milliseconds(2),
-                                                        cluster.state.spec.probe_interval / count);
+      const auto step = std::min<SteadyClock::duration>(
+          std::chrono::milliseconds(2), cluster.state.timing().probe_interval / count);
       cluster.next = now + step * i;
       if (i == 0) {
         StartRound(cluster, true, nullptr);
@@ -274,7 +274,7 @@ void Scheduler::EndRound(ClusterRuntime& cluster, RoundWork& work) {
     if (started_ && !work.follow_up) {
       // Read each time: with no ttl in the config, the interval follows the lock store's.
       cluster.next =
-          (work.on_timer ? cluster.next : work.times.start) + cluster.state.spec.probe_interval;
+          (work.on_timer ? cluster.next : work.times.start) + cluster.state.timing().probe_interval;
       if (cluster.next < now) {
         // The round ran past the next slot: start at once rather than firing a burst.
         ++cluster.state.overruns;

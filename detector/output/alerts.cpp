@@ -215,7 +215,7 @@ bool VerdictPersisted(const ClusterSnapshot& c) {
   // In time, not only in rounds: a lock-store watch's follow-up rounds come every 100 ms, and
   // a switchover's restart must not become a warning by being seen often. Three rounds at the
   // probe interval are two intervals apart; half an interval is left for their jitter.
-  const auto interval = std::chrono::duration_cast<WallClock::duration>(c.spec.probe_interval);
+  const auto interval = std::chrono::duration_cast<WallClock::duration>(c.timing().probe_interval);
   const auto held = c.last_round_end - c.verdict_since;
   return c.verdict_rounds >= kWarningRounds &&
          held >= interval * static_cast<int>(kWarningRounds - 1) - interval / 2;

@@ -119,8 +119,9 @@ std::vector<MetricFamily> ClusterRoundFamilies(const std::vector<ClusterSnapshot
                        "Split-brain candidates re-probed, by result.", MetricType::Counter);
   for (const auto& c : clusters) {
     const std::string& name = c.spec.name;
-    interval.Add({{"cluster", name}}, c.spec.probe_interval.count() / 1000.0);
-    ttl.Add({{"cluster", name}}, c.spec.ttl.count() / 1000.0);
+    const Timing timing = c.timing();  // the lock store's ttl when the config gives none
+    interval.Add({{"cluster", name}}, timing.probe_interval.count() / 1000.0);
+    ttl.Add({{"cluster", name}}, timing.ttl.count() / 1000.0);
     members_total.Add({{"cluster", name}}, static_cast<double>(c.spec.members.size()));
     rounds.Add({{"cluster", name}}, static_cast<double>(c.rounds));
     overruns.Add({{"cluster", name}}, static_cast<double>(c.overruns));

@@ -438,12 +438,18 @@ void AddRoundFields(const ClusterSnapshot& c, nlohmann::json& cluster) {
 }
 
 nlohmann::json ClusterJson(const ClusterSnapshot& c) {
+  const Timing timing = c.timing();
   nlohmann::json cluster = {{"name", c.spec.name},
-                            {"ttl_seconds", c.spec.ttl.count() / 1000.0},
-                            {"probe_interval_seconds", c.spec.probe_interval.count() / 1000.0},
-                            {"probe_timeout_seconds", c.spec.probe_timeout.count() / 1000.0},
+                            {"ttl_seconds", timing.ttl.count() / 1000.0},
+                            {"probe_interval_seconds", timing.probe_interval.count() / 1000.0},
+                            {"probe_timeout_seconds", timing.probe_timeout.count() / 1000.0},
                             {"rounds", c.rounds},
                             {"members", nlohmann::json::array()}};
+  // Said only where a value is not the config's: "default", "lock store", "ttl/10".
+  if (std::string_view(timing.ttl_source) != "config") cluster["ttl_source"] = timing.ttl_source;
+  if (std::string_view(timing.interval_source) != "config") {
+    cluster["probe_interval_source"] = timing.interval_source;
+  }
   if (c.has_round) {
     AddRoundFields(c, cluster);
   } else {
