@@ -306,6 +306,11 @@ TEST_CASE("repmgr: three switchovers page nobody and the record follows each",
   size_t primary = 0;
   for (int round = 0; round < 3; ++round) {
     const size_t next = (primary + 1) % env.cluster.nodes().size();
+    // repmgr refuses to switch over to a standby not yet streaming from the primary (the one
+    // just rejoined after the last switchover may still be connecting): wait until all are.
+    const size_t standbys = env.cluster.nodes().size() - 1;
+    REQUIRE(
+        WaitFor([&] { return env.cluster.StreamingStandbys(primary) == standbys; }, seconds(60)));
     // repmgr stops the old primary (through ssh, here the local shell) before it promotes the
     // standby, then rejoins it and has the other standby follow the new primary.
     env.cluster.Repmgr(next, {"standby", "switchover", "--siblings-follow"});

@@ -231,6 +231,19 @@ bool RepmgrCluster::Writable(size_t index) const {
   return result.exit_code == 0 && Trim(result.output) == "f";
 }
 
+size_t RepmgrCluster::StreamingStandbys(size_t index) const {
+  std::vector<std::string> argv = PsqlCommand(
+      {"-h", root(), "-p", std::to_string(nodes_[index].port), "-U", "postgres", "-d", "postgres",
+       "-c", "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"});
+  const CommandResult result = RunCommand(argv, true, seconds(10));
+  if (result.exit_code != 0) return 0;
+  try {
+    return std::stoul(Trim(result.output));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 void RepmgrCluster::Freeze(size_t index) {
   Node& node = nodes_[index];
   const pid_t postmaster = ReadPidFile(node.dir + "/data/postmaster.pid");

@@ -62,6 +62,9 @@ class RepmgrCluster {
                     const std::string& database = "repmgr") const;
   /// True when the node answers and is not in recovery.
   bool Writable(size_t index) const;
+  /// How many standbys the node's pg_stat_replication shows streaming (0 when it does not
+  /// answer). `repmgr standby switchover` refuses a standby not attached to the primary yet.
+  size_t StreamingStandbys(size_t index) const;
 
   /// SIGSTOP of the postmaster and its children (a frozen host); Thaw() resumes them.
   void Freeze(size_t index);
