@@ -118,6 +118,48 @@ std::string PrimaryOf(const RepmgrCopy& copy, const std::vector<MemberSpec>& mem
   return primary;
 }
 
+// The promotion count each copy is dated by (-1 for an unreadable one). A witness's copy is
+// dated by the newest member copy that names the same primary; -1 (behind every count) when none
+// does.
+std::vector<std::int64_t> PromotionCounts(
+    const std::vector<MemberSpec>& members,
+    const std::vector<std::variant<RepmgrCopy, ProbeFailure>>& copies,
+    const std::vector<std::string>& claims) {
+  std::vector<std::int64_t> counts(claims.size(), -1);
+  for (size_t i = 0; i < claims.size() && i < members.size(); ++i) {
+    const auto* copy = std::get_if<RepmgrCopy>(&copies[i]);
+    if (copy == nullptr) continue;
+    if (!copy->witness) {
+      counts[i] = copy->promotions;
+      continue;
+    }
+    for (size_t j = 0; j < claims.size() && j < members.size(); ++j) {
+      const auto* other = std::get_if<RepmgrCopy>(&copies[j]);
+      if (other && !other->witness && claims[j] == claims[i]) {
+        counts[i] = std::max(counts[i], other->promotions);
+      }
+    }
+  }
+  return counts;
+}
+
+// The primary more than half the voters name; empty when none does (or the most name none).
+std::string MajorityOf(const std::map<std::string, int>& votes, int voters) {
+  for (const auto& [claim, count] : votes) {
+    if (2 * count > voters && claim[0] != '(') return claim;
+  }
+  return "";
+}
+
+// Why a copy outside the majority (or behind the newest promotion count) did not vote with it.
+std::string CopyDissent(const std::string& who, const RepmgrCopy& copy, const std::string& claim,
+                        std::int64_t count) {
+  const std::string names = "copy of " + who + " names " + claim + " primary";
+  if (!copy.witness) return names + " at promotion count " + std::to_string(copy.promotions);
+  if (count < 0) return names + ", as no member's copy does";
+  return names + ", as member copies at promotion count " + std::to_string(count) + " do";
+}
+
 }  // namespace
 
 std::string RepmgrCopyQuery() {
@@ -199,23 +241,7 @@ std::variant<LockRecord, ProbeFailure> FoldRepmgrCopies(
     claims[i] = PrimaryOf(copy, members, &why);
     if (claims[i].empty()) claims[i] = "(" + why + ")";
   }
-  // A witness's copy is dated by the newest member copy that names the same primary; -1 (behind
-  // every count) when none does.
-  std::vector<std::int64_t> counts(claims.size(), -1);
-  for (size_t i = 0; i < claims.size() && i < members.size(); ++i) {
-    const auto* copy = std::get_if<RepmgrCopy>(&copies[i]);
-    if (copy == nullptr) continue;
-    if (!copy->witness) {
-      counts[i] = copy->promotions;
-      continue;
-    }
-    for (size_t j = 0; j < claims.size() && j < members.size(); ++j) {
-      const auto* other = std::get_if<RepmgrCopy>(&copies[j]);
-      if (other && !other->witness && claims[j] == claims[i]) {
-        counts[i] = std::max(counts[i], other->promotions);
-      }
-    }
-  }
+  const std::vector<std::int64_t> counts = PromotionCounts(members, copies, claims);
   for (size_t i = 0; i < claims.size() && i < members.size(); ++i) {
     if (!std::holds_alternative<RepmgrCopy>(copies[i]) || counts[i] < 0 || counts[i] != newest) {
       continue;
@@ -228,24 +254,11 @@ std::variant<LockRecord, ProbeFailure> FoldRepmgrCopies(
                                        : std::get<ProbeFailure>(copies.front()).reason,
                         "no member's repmgr record was readable: " + failures};
   }
-  std::string majority;
-  for (const auto& [claim, count] : votes) {
-    if (2 * count > voters && claim[0] != '(') majority = claim;
-  }
+  const std::string majority = MajorityOf(votes, voters);
   for (size_t i = 0; i < copies.size() && i < members.size(); ++i) {
     const auto* copy = std::get_if<RepmgrCopy>(&copies[i]);
     if (copy == nullptr || (claims[i] == majority && counts[i] == newest)) continue;
-    if (!copy->witness) {
-      record.dissent.push_back("copy of " + members[i].name + " names " + claims[i] +
-                               " primary at promotion count " + std::to_string(copy->promotions));
-    } else if (counts[i] < 0) {
-      record.dissent.push_back("copy of " + members[i].name + " names " + claims[i] +
-                               " primary, as no member's copy does");
-    } else {
-      record.dissent.push_back("copy of " + members[i].name + " names " + claims[i] +
-                               " primary, as member copies at promotion count " +
-                               std::to_string(counts[i]) + " do");
-    }
+    record.dissent.push_back(CopyDissent(members[i].name, *copy, claims[i], counts[i]));
   }
   if (majority.empty()) {
     std::string said;
