@@ -286,9 +286,7 @@ double FrozenLeaderOnsetToPage(Environment& env) {
                   seconds(3 * kSandboxTtlSeconds)));
   const auto onset = *poller.SecondWritableAt();
   REQUIRE(env.webhook->WaitFor(
-      [&](const WebhookReceiver::Delivery& d) {
-        return d.at >= start && d.body.dump().find("\"SplitBrain\"") != std::string::npos;
-      },
+      [&](const WebhookReceiver::Delivery& d) { return d.at >= start && Fires(d, "SplitBrain"); },
       seconds(kSandboxTtlSeconds)));
   const auto page = env.Notifications("SplitBrain", "firing", start).front();
   env.cluster->ThawPatroni(old_leader);

@@ -140,4 +140,8 @@ class AlertmanagerServer {
   pid_t pid_ = -1;
 };
 
+/// True when the delivery carries `alertname` firing. A resolved notification of an earlier
+/// incident, delivered late, names the alert too: it never counts as the page.
+bool Fires(const WebhookReceiver::Delivery& d, const std::string& alertname);
+
 }  // namespace sbd::testing
