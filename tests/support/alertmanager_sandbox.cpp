@@ -267,14 +267,15 @@ nlohmann::json AlertmanagerServer::Alerts() const {
 
 std::string AlertmanagerServer::LogTail(int lines) const { return Tail(log_file_, lines); }
 
-bool Fires(const WebhookReceiver::Delivery& d, const std::string& alertname) {
+bool Carries(const WebhookReceiver::Delivery& d, const std::string& alertname,
+             const std::string& status) {
   if (!d.body.is_object() || !d.body.contains("alerts") || !d.body["alerts"].is_array()) {
     return false;
   }
   for (const auto& alert : d.body["alerts"]) {
     if (alert.is_object() && alert.contains("labels") && alert["labels"].is_object() &&
         alert["labels"].value("alertname", "") == alertname &&
-        alert.value("status", "") == "firing") {
+        alert.value("status", "") == status) {
       return true;
     }
   }

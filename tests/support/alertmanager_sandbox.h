@@ -140,8 +140,14 @@ class AlertmanagerServer {
   pid_t pid_ = -1;
 };
 
-/// True when the delivery carries `alertname` firing. A resolved notification of an earlier
-/// incident, delivered late, names the alert too: it never counts as the page.
-bool Fires(const WebhookReceiver::Delivery& d, const std::string& alertname);
+/// True when the delivery carries an alert named `alertname` with `status` ("firing",
+/// "resolved"); false for a body that is not Alertmanager's.
+bool Carries(const WebhookReceiver::Delivery& d, const std::string& alertname,
+             const std::string& status);
+/// Carries `alertname` firing. A resolved notification of an earlier incident, delivered late,
+/// names the alert too: it never counts as the page.
+inline bool Fires(const WebhookReceiver::Delivery& d, const std::string& alertname) {
+  return Carries(d, alertname, "firing");
+}
 
 }  // namespace sbd::testing

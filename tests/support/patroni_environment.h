@@ -266,14 +266,7 @@ struct Environment {
       std::chrono::steady_clock::time_point since) const {
     std::vector<WebhookReceiver::Delivery> out;
     for (const auto& d : webhook->Deliveries()) {
-      if (d.at < since || !d.body.contains("alerts")) continue;
-      for (const auto& alert : d.body["alerts"]) {
-        if (alert["labels"].value("alertname", "") == alertname &&
-            alert.value("status", "") == status) {
-          out.push_back(d);
-          break;
-        }
-      }
+      if (d.at >= since && Carries(d, alertname, status)) out.push_back(d);
     }
     return out;
   }
