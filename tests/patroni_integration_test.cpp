@@ -147,7 +147,7 @@ TEST_CASE(
   CHECK(status["evidence"]["writable"].size() == 1);
   CHECK(env.webhook->WaitFor(
       [&](const WebhookReceiver::Delivery& d) {
-        return d.at >= start && d.body.dump().find("\"InventoryDrift\"") != std::string::npos;
+        return d.at >= start && Fires(d, "InventoryDrift");
       },
       seconds(15)));
   CHECK(env.Notifications("SplitBrain", "firing", start).empty());
@@ -252,7 +252,7 @@ TEST_CASE("patroni: with etcd stopped the detector says so and keeps probing Pos
       seconds(10)));
   CHECK(env.webhook->WaitFor(
       [&](const WebhookReceiver::Delivery& d) {
-        return d.at >= start && d.body.dump().find("\"LockStoreUnreadable\"") != std::string::npos;
+        return d.at >= start && Fires(d, "LockStoreUnreadable");
       },
       seconds(15)));
   const std::string metrics = env.Metrics();

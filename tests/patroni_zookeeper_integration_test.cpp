@@ -178,7 +178,7 @@ TEST_CASE(
       seconds(15)));
   CHECK(env.webhook->WaitFor(
       [&](const WebhookReceiver::Delivery& d) {
-        return d.at >= start && d.body.dump().find("\"LockStoreUnreadable\"") != std::string::npos;
+        return d.at >= start && Fires(d, "LockStoreUnreadable");
       },
       seconds(20)));
   // Unknown is not "does not hold": the store is never read as healthy while it is down, and

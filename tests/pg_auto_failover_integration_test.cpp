@@ -295,7 +295,7 @@ TEST_CASE("pg_auto_failover: the monitor stopped is a warning, never a page",
               seconds(15)));
   CHECK(env.webhook->WaitFor(
       [&](const WebhookReceiver::Delivery& d) {
-        return d.at >= start && d.body.dump().find("\"LockStoreUnreadable\"") != std::string::npos;
+        return d.at >= start && Fires(d, "LockStoreUnreadable");
       },
       seconds(20)));
   const auto warnings = env.Delivered("LockStoreUnreadable", "firing", start);
@@ -429,9 +429,7 @@ TEST_CASE("pg_auto_failover: an old primary cut off with its keeper frozen pages
   std::cout << "double primary after " << std::chrono::duration<double>(onset - start).count()
             << " s: " << env.formation->States() << "\n";
   REQUIRE(env.webhook->WaitFor(
-      [&](const WebhookReceiver::Delivery& d) {
-        return d.at >= onset && d.body.dump().find("\"SplitBrain\"") != std::string::npos;
-      },
+      [&](const WebhookReceiver::Delivery& d) { return d.at >= onset && Fires(d, "SplitBrain"); },
       seconds(60)));
   const auto pages = env.Delivered("SplitBrain", "firing", onset);
   REQUIRE_FALSE(pages.empty());

@@ -170,7 +170,7 @@ TEST_CASE("redis: a replica promoted by hand pages within one down-after naming 
     REQUIRE(onset.has_value());
     REQUIRE(group.webhook.WaitFor(
         [&](const WebhookReceiver::Delivery& d) {
-          return d.at >= start && d.body.dump().find("\"SplitBrain\"") != std::string::npos;
+          return d.at >= start && testing::Fires(d, "SplitBrain");
         },
         milliseconds(2 * kDownAfterMs)));
     const auto page = group.Firing("SplitBrain", start).front();
@@ -222,7 +222,7 @@ TEST_CASE(
     const auto onset = writer.BothAccept(seconds(5));
     const bool paged = group.webhook.WaitFor(
         [&](const WebhookReceiver::Delivery& d) {
-          return d.at >= start && d.body.dump().find("\"SplitBrain\"") != std::string::npos;
+          return d.at >= start && testing::Fires(d, "SplitBrain");
         },
         milliseconds(2 * kDownAfterMs));
     INFO("run " << run << ": writer saw both accept: " << onset.has_value());
@@ -291,7 +291,7 @@ TEST_CASE("redis: two unrelated groups under one name are drift, never a page",
   CHECK(status["evidence"]["drift"] == std::vector<std::string>{"other"});
   CHECK(group.webhook.WaitFor(
       [&](const WebhookReceiver::Delivery& d) {
-        return d.at >= start && d.body.dump().find("\"InventoryDrift\"") != std::string::npos;
+        return d.at >= start && testing::Fires(d, "InventoryDrift");
       },
       seconds(15)));
   CHECK(group.Firing("SplitBrain", start).empty());
@@ -335,7 +335,7 @@ TEST_CASE("redis: a master fenced by min-replicas-to-write is warned, not paged"
   // Warned while it lasts (SplitBrainSuspected), never paged.
   CHECK(group.webhook.WaitFor(
       [&](const WebhookReceiver::Delivery& d) {
-        return d.at >= start && d.body.dump().find("\"SplitBrainSuspected\"") != std::string::npos;
+        return d.at >= start && testing::Fires(d, "SplitBrainSuspected");
       },
       seconds(10)));
   REQUIRE(WaitFor([&] { return group.Verdict() == "healthy"; }, seconds(30)));
@@ -388,7 +388,7 @@ TEST_CASE(
   // Paged as without those sentinels (the fresh window past, at once).
   REQUIRE(group.webhook.WaitFor(
       [&](const WebhookReceiver::Delivery& d) {
-        return d.at >= start && d.body.dump().find("\"SplitBrain\"") != std::string::npos;
+        return d.at >= start && testing::Fires(d, "SplitBrain");
       },
       milliseconds(2 * kDownAfterMs)));
   const nlohmann::json status = group.Status();

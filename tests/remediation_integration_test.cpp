@@ -237,9 +237,7 @@ TEST_CASE("remediation: in fence mode the zombie refuses writes within 2 s of th
       },
       seconds(10)));
   CHECK(f.env->webhook->WaitFor(
-      [&](const WebhookReceiver::Delivery& d) {
-        return d.at >= start && d.body.dump().find("\"ZombieFenced\"") != std::string::npos;
-      },
+      [&](const WebhookReceiver::Delivery& d) { return d.at >= start && Fires(d, "ZombieFenced"); },
       seconds(20)));
   const nlohmann::json remediation = f.Remediation();
   INFO(remediation.dump(2));
