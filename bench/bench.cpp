@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -34,6 +35,7 @@
 #include "bench/bench_util.h"
 #include "bench/claim_farm.h"
 #include "bench/hostile_part.h"
+#include "bench/redis_group.h"
 #include "bench/redis_part.h"
 #include "bench/watch_variants.h"
 #include "tests/support/alertmanager_sandbox.h"
@@ -91,12 +93,14 @@ struct Options {
   int hostile_trickling = 200;
   int claim_members = 10000;     // part claims: HTTP claim members (etcd_election candidates)
   int claim_cluster_size = 100;  // part claims: members per election
+  int sentinel_members = 1000;   // part sentinels: Redis members under Sentinel
   std::string work_dir;          // keep sandboxes here instead of a temp dir (debugging)
 };
 
 [[noreturn]] void Usage(const std::string& error) {
   std::cerr << "splitbrain-bench: " << error << "\n"
-            << "usage: splitbrain-bench [--smoke] [--parts=page,cost,scale,redis,hostile,claims]\n"
+            << "usage: splitbrain-bench [--smoke] "
+               "[--parts=page,cost,scale,redis,hostile,claims,sentinels]\n"
                "         [--trials=N]\n"
                "         [--redis-trials=N] [--transitions=N]\n"
                "         [--scale=100,1000,5000] [--scale-seconds=S] [--scale-interval=S] "
@@ -106,7 +110,7 @@ struct Options {
                "         [--bouncer-auth=scram-sha-256|md5] [--json=FILE]\n"
                "         [--detector=BINARY] [--old-detector=BINARY]\n"
                "         [--hostile-black-holed=N] [--hostile-trickling=N]\n"
-               "         [--claim-members=N] [--claim-cluster-size=N]\n";
+               "         [--claim-members=N] [--claim-cluster-size=N] [--sentinel-members=N]\n";
   std::exit(1);
 }
 
@@ -143,7 +147,7 @@ Options ParseOptions(int argc, char** argv) {
       o.parts.clear();
       for (const auto& p : Split(value)) {
         if (p != "page" && p != "cost" && p != "scale" && p != "redis" && p != "hostile" &&
-            p != "claims") {
+            p != "claims" && p != "sentinels") {
           Usage("unknown part " + p);
         }
         o.parts.insert(p);
@@ -193,6 +197,8 @@ Options ParseOptions(int argc, char** argv) {
       o.claim_members = number();
     } else if (key == "--claim-cluster-size") {
       o.claim_cluster_size = number();
+    } else if (key == "--sentinel-members") {
+      o.sentinel_members = number();
     } else {
       Usage("unknown argument " + arg);
     }
@@ -967,10 +973,42 @@ json PartScale(const Options& o, PgPair& pg) {
   return out;
 }
 
+// Runs `yaml` (a config of `members` members in `clusters` clusters) on the new build and, with
+// --old-detector, on that build right after, on the same servers; measured as the scale part
+// measures PostgreSQL members. `requests`, when given, counts what the servers answered, for
+// a per-second figure beside each run.
+json MeasureBuilds(const Options& o, const std::string& part, const std::string& root,
+                   const std::string& yaml, int members, int clusters, int cluster_size,
+                   const std::function<std::uint64_t()>& requests = {}) {
+  json runs = json::array();
+  std::vector<std::pair<std::string, std::string>> builds = {{"new", o.detector}};
+  if (!o.old_detector.empty()) builds.emplace_back("old", o.old_detector);
+  for (const auto& [build, binary] : builds) {
+    const std::string dir = root + "/" + build;
+    testing::MakeDir(dir, 0755);
+    const std::string config = testing::WriteFile(dir, "detector.yml", yaml);
+    Log(part + ": " + build + ": " + std::to_string(members) + " members in " +
+        std::to_string(clusters) + " clusters");
+    const std::uint64_t before = requests ? requests() : 0;
+    const auto start = Clock::now();
+    json out = MeasureScale(o, binary, config, dir, members);
+    out["build"] = build;
+    out["binary"] = binary;
+    out["clusters"] = clusters;
+    out["cluster_size"] = cluster_size;
+    if (requests) {
+      out["farm_requests_per_s"] =
+          static_cast<double>(requests() - before) / Secs(Clock::now() - start);
+    }
+    Log(part + ": " + out.dump());
+    runs.push_back(out);
+  }
+  return runs;
+}
+
 // Issue 25's second row: claim members (candidates' HTTP /metrics endpoints, one ClaimFarm
 // standing for all of them) in etcd elections of o.claim_cluster_size on a real etcd, probed at
-// o.scale_interval, measured as the scale part measures PostgreSQL members; with
-// --old-detector, the same config on that build right after, on the same servers.
+// o.scale_interval.
 json PartClaims(const Options& o) {
   testing::TempDir root("sbd-bench-claims-");
   Log("claims: starting etcd and the claim farm");
@@ -995,34 +1033,53 @@ json PartClaims(const Options& o) {
               name + "/m" + std::to_string(m + 1) + "\n";
     }
   }
-  json runs = json::array();
-  std::vector<std::pair<std::string, std::string>> builds = {{"new", o.detector}};
-  if (!o.old_detector.empty()) builds.emplace_back("old", o.old_detector);
-  for (const auto& [build, binary] : builds) {
-    const std::string dir = root.path() + "/" + build;
-    testing::MakeDir(dir, 0755);
-    const std::string config = testing::WriteFile(dir, "detector.yml", yaml);
-    Log("claims: " + build + ": " + std::to_string(o.claim_members) + " members in " +
-        std::to_string(clusters) + " elections");
-    const std::uint64_t requests = farm.requests();
-    const auto start = Clock::now();
-    json out = MeasureScale(o, binary, config, dir, o.claim_members);
-    out["build"] = build;
-    out["binary"] = binary;
-    out["clusters"] = clusters;
-    out["cluster_size"] = size;
-    out["farm_requests_per_s"] =
-        static_cast<double>(farm.requests() - requests) / Secs(Clock::now() - start);
-    out["farm_connections"] = farm.connections();
-    Log("claims: " + out.dump());
-    runs.push_back(out);
-  }
+  json runs = MeasureBuilds(o, "claims", root.path(), yaml, o.claim_members, clusters, size,
+                            [&farm] { return farm.requests(); });
+  for (auto& run : runs) run["farm_connections"] = farm.connections();
   return runs;
 }
 
-void PrintClaimsTable(const json& runs, std::ostringstream& t) {
-  t << "\n### Claim members (HTTP metrics endpoints) at scale\n\n"
-       "| build | members | elections | up before / at end | CPU cores (no scrapes / with) | RSS "
+// Issue 25's third row: Redis members under Sentinel at o.scale_interval. One real group (a
+// master, two replicas, three sentinels) stands for every cluster: o.sentinel_members members
+// in clusters of three, each cluster's members the group's three servers and its lock store the
+// group's sentinels, so every member read is a real INFO from a real redis-server and every
+// store read a real SENTINEL query, as 1,000 members' would be (1,000 redis-server processes
+// and their sentinels do not fit this machine).
+json PartSentinels(const Options& o) {
+  Log("sentinels: starting a Redis master, two replicas and three sentinels");
+  RedisGroup group("bench", 2, milliseconds(5000));
+  const int size = static_cast<int>(group.members().size());
+  const int clusters = (o.sentinel_members + size - 1) / size;
+  std::string sentinels;
+  for (const auto& s : group.sentinels()) {
+    sentinels +=
+        (sentinels.empty() ? "" : ", ") + std::string("127.0.0.1:") + std::to_string(s.port);
+  }
+  std::string yaml = "clusters:\n";
+  int written = 0;
+  for (int c = 0; c < clusters; ++c) {
+    char name[16];
+    std::snprintf(name, sizeof name, "r%05d", c + 1);
+    yaml += std::string("  - name: ") + name +
+            "\n    kind: redis\n    ttl: " + std::to_string(10 * o.scale_interval) +
+            "s\n    probe_interval: " + std::to_string(o.scale_interval) +
+            "s\n    probe_timeout: 800ms\n    redis:\n" +
+            "      master_name: " + group.master_name() + "\n      sentinels: [" + sentinels +
+            "]\n    members:\n";
+    for (int m = 0; m < size && written < o.sentinel_members; ++m, ++written) {
+      const auto& member = group.members()[static_cast<size_t>(m)];
+      yaml += "      - name: " + member.name +
+              "\n        address: 127.0.0.1:" + std::to_string(member.port) + "\n";
+    }
+  }
+  testing::TempDir root("sbd-bench-sentinels-");
+  return MeasureBuilds(o, "sentinels", root.path(), yaml, o.sentinel_members, clusters, size);
+}
+
+void PrintBuildsTable(const std::string& title, const json& runs, std::ostringstream& t) {
+  t << "\n### " << title
+    << "\n\n"
+       "| build | members | clusters | up before / at end | CPU cores (no scrapes / with) | RSS "
        "MB max | threads | round-start lateness p50 / p99 / max ms | probe ms p50 / p99 | "
        "failures in window | farm req/s |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : runs) {
@@ -1138,7 +1195,12 @@ void PrintTable(const json& r) {
   }
   if (r.contains("redis")) PrintRedisTable(r["redis"], t);
   if (r.contains("hostile")) PrintHostileTable(r["hostile"], t);
-  if (r.contains("claims")) PrintClaimsTable(r["claims"], t);
+  if (r.contains("claims")) {
+    PrintBuildsTable("Claim members (HTTP metrics endpoints) at scale", r["claims"], t);
+  }
+  if (r.contains("sentinels")) {
+    PrintBuildsTable("Redis members under Sentinel at scale", r["sentinels"], t);
+  }
   std::cout << t.str() << std::flush;
 }
 
@@ -1212,6 +1274,7 @@ int Main(int argc, char** argv) {
       r["hostile"] = PartHostile(hostile);
     }
     if (o.parts.count("claims")) r["claims"] = PartClaims(o);
+    if (o.parts.count("sentinels")) r["sentinels"] = PartSentinels(o);
     if (o.parts.count("redis")) {
       RedisPartOptions redis;
       redis.trials = o.redis_trials;
