@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -475,6 +476,30 @@ void PatroniCluster::StartPatroni(PatroniMember& m) {
                                          DaemonOptions(/*as_postgres=*/true, m.dir));
 }
 
+bool PatroniCluster::RestartOnFreshPorts(PatroniMember& m) {
+  if (ever_healthy_ || port_moves_[m.name] >= 3 ||
+      Tail(m.log_file, 40).find("Address already in use") == std::string::npos) {
+    return false;
+  }
+  ++port_moves_[m.name];
+  std::set<int> used = {5432, 8008};
+  if (etcd_) used.insert({etcd_->client_port(), etcd_->peer_port()});
+  for (const ZooKeeperServer* zk : zookeepers_) used.insert(zk->port());
+  for (const auto& other : members_) used.insert({other.pg_port, other.rest_port});
+  for (int* port : {&m.pg_port, &m.rest_port}) {
+    do {
+      *port = FreeLoopbackPort();
+    } while (!used.insert(*port).second);
+  }
+  WriteConfig(m);
+  std::fprintf(stderr,
+               "[patroni cluster %s] %s lost a port to another process; moved to pg %d, "
+               "rest %d\n",
+               scope_.c_str(), m.name.c_str(), m.pg_port, m.rest_port);
+  StartPatroni(m);
+  return true;
+}
+
 PatroniMember& PatroniCluster::member(const std::string& name) {
   for (auto& m : members_) {
     if (m.name == name) return m;
@@ -638,7 +663,7 @@ void PatroniCluster::WaitHealthy(seconds deadline) {
           std::string how;
           if (m.patroni_pid > 0 && ReapIfExited(m.patroni_pid, &how)) {
             m.patroni_pid = -1;
-            Fail("patroni " + m.name + " " + how);
+            if (!RestartOnFreshPorts(m)) Fail("patroni " + m.name + " " + how);
           }
         }
         return Healthy(&why);
@@ -647,6 +672,7 @@ void PatroniCluster::WaitHealthy(seconds deadline) {
   if (!healthy) {
     Fail("cluster not healthy after " + std::to_string(deadline.count()) + " s: " + why);
   }
+  ever_healthy_ = true;
   if (monitor_role_ready_) return;
 
   EnsureMonitorRole();

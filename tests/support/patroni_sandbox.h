@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -213,6 +214,11 @@ class PatroniCluster {
   std::string MoveLeader(const std::string& how, const std::string& candidate,
                          std::chrono::seconds deadline);
   void StartPatroni(PatroniMember& m);
+  /// Before the cluster was first healthy: a member whose Patroni exited because a port it was
+  /// given was taken in the meantime (FreeLoopbackPort only says a port was free when asked)
+  /// gets two new ports, its config rewritten, and is started again. False when the exit had
+  /// another cause or the member was moved 3 times already.
+  bool RestartOnFreshPorts(PatroniMember& m);
   void StopAll() noexcept;
   [[noreturn]] void Fail(const std::string& what) const;
   // Parsed health check; fills `why` when not healthy.
@@ -230,6 +236,8 @@ class PatroniCluster {
   std::vector<PatroniMember> members_;
   std::vector<std::string> created_dirs_;
   bool monitor_role_ready_ = false;
+  bool ever_healthy_ = false;  ///< WaitHealthy succeeded once: ports are no longer moved
+  std::map<std::string, int> port_moves_;
 };
 
 }  // namespace sbd::testing
