@@ -14,18 +14,10 @@ namespace sbd {
 constexpr size_t kMaxResponseBytes = 1 << 20;
 
 /// GET (empty body) or POST (JSON body) `path` on `base_url` ("http://host:port" or https)
-/// and parse the JSON answer, all before `deadline`. Connection refused, timeouts, non-2xx
-/// statuses, oversized and malformed answers come back as failures with a reason. Never
-/// throws. Thread-safe (no shared state).
-std::variant<nlohmann::json, ProbeFailure> FetchJson(const std::string& base_url,
-                                                     const std::string& path,
-                                                     const std::string& post_body,
-                                                     SteadyClock::time_point deadline,
-                                                     size_t max_bytes = kMaxResponseBytes);
-
-/// FetchJson on the event loop: the same request and the same reading of the answer, sent by
-/// `client` (bounded as a whole, see LoopHttpClient); `done` runs once on the loop thread.
-/// Loop thread only.
+/// and parse the JSON answer, sent by `client` (bounded as a whole, see LoopHttpClient): all
+/// before `deadline`. Connection refused, timeouts, non-2xx statuses (Patroni's 503 with JSON
+/// aside), oversized and malformed answers come back as failures with a reason. `done` runs
+/// once on the loop thread. Loop thread only.
 void StartFetchJson(LoopHttpClient& client, const std::string& base_url, const std::string& path,
                     const std::string& post_body, SteadyClock::time_point deadline,
                     std::function<void(std::variant<nlohmann::json, ProbeFailure>)> done,

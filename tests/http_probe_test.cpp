@@ -17,6 +17,7 @@
 #include "probes/http_json.h"
 #include "probes/http_loop.h"
 #include "probes/patroni.h"
+#include "tests/support/fetch_on_loop.h"
 #include "tests/support/hostile_http.h"
 #include "tests/support/process.h"
 #include "tests/support/syn_drop.h"
@@ -95,7 +96,8 @@ TEST_CASE("http probe: an answer trickling in past the deadline is a timeout", "
         });
   });
   const auto started = SteadyClock::now();
-  CHECK(ReasonOf(FetchJson(server.url(), "/patroni", "", started + milliseconds(400))) ==
+  CHECK(ReasonOf(
+            testing::FetchJsonOnLoop(server.url(), "/patroni", "", started + milliseconds(400))) ==
         ProbeFailureReason::kTimeout);
   CHECK(SteadyClock::now() - started < milliseconds(900));
 }
@@ -105,7 +107,8 @@ TEST_CASE("http probe: a JSON answer is parsed", "[http]") {
   server.server().Get("/patroni", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"state":"running"})", "application/json");
   });
-  auto result = FetchJson(server.url(), "/patroni", "", SteadyClock::now() + milliseconds(500));
+  auto result = testing::FetchJsonOnLoop(server.url(), "/patroni", "",
+                                         SteadyClock::now() + milliseconds(500));
   REQUIRE(std::holds_alternative<nlohmann::json>(result));
   CHECK(std::get<nlohmann::json>(result)["state"] == "running");
 }
@@ -125,19 +128,21 @@ TEST_CASE("http probe: malformed, oversized, refused and hung targets are failur
   });
   const auto deadline = [] { return SteadyClock::now() + milliseconds(500); };
 
-  CHECK(ReasonOf(FetchJson(server.url(), "/broken", "", deadline())) ==
+  CHECK(ReasonOf(testing::FetchJsonOnLoop(server.url(), "/broken", "", deadline())) ==
         ProbeFailureReason::kProtocol);
-  CHECK(ReasonOf(FetchJson(server.url(), "/huge", "", deadline())) ==
+  CHECK(ReasonOf(testing::FetchJsonOnLoop(server.url(), "/huge", "", deadline())) ==
         ProbeFailureReason::kProtocol);
-  CHECK(ReasonOf(FetchJson(server.url(), "/missing", "", deadline())) ==
+  CHECK(ReasonOf(testing::FetchJsonOnLoop(server.url(), "/missing", "", deadline())) ==
         ProbeFailureReason::kProtocol);
-  CHECK(ReasonOf(FetchJson("http://127.0.0.1:" + std::to_string(ClosedPort()), "/patroni", "",
-                           deadline())) == ProbeFailureReason::kRefused);
+  CHECK(ReasonOf(testing::FetchJsonOnLoop("http://127.0.0.1:" + std::to_string(ClosedPort()),
+                                          "/patroni", "", deadline())) ==
+        ProbeFailureReason::kRefused);
 
   SilentListener silent;
   const auto start = SteadyClock::now();
-  CHECK(ReasonOf(FetchJson(silent.url(), "/patroni", "", start + milliseconds(300))) ==
-        ProbeFailureReason::kTimeout);
+  CHECK(
+      ReasonOf(testing::FetchJsonOnLoop(silent.url(), "/patroni", "", start + milliseconds(300))) ==
+      ProbeFailureReason::kTimeout);
   const double took = std::chrono::duration<double>(SteadyClock::now() - start).count();
   INFO("a black-holed API took " << took << " s against a 0.3 s deadline");
   CHECK(took < 0.3 + 0.2);

@@ -14,6 +14,7 @@
 #include "probes/patroni.h"
 #include "probes/postgres.h"
 #include "probes/redis_info.h"
+#include "tests/support/fetch_on_loop.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 
@@ -368,7 +369,7 @@ TEST_CASE("http probe: an unusable URL from the DCS is a failure, not an excepti
                           "http://127.0.0.1:99999/", "http://:8008/patroni", "gopher://x"}) {
     INFO(url);
     std::variant<nlohmann::json, ProbeFailure> result;
-    REQUIRE_NOTHROW(result = FetchJson(url, "/patroni", "", deadline));
+    REQUIRE_NOTHROW(result = ::sbd::testing::FetchJsonOnLoop(url, "/patroni", "", deadline));
     REQUIRE(std::holds_alternative<ProbeFailure>(result));
     CHECK(std::get<ProbeFailure>(result).reason == ProbeFailureReason::kConfig);
   }

@@ -8,7 +8,7 @@
 #include "probes/json_fields.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // Parsed as FetchJson parses every answer: depth first checked, never recursing on it.
+  // Parsed as StartFetchJson parses every answer: depth first checked, never recursing on it.
   auto parsed = sbd::ParseUntrustedJson(std::string(reinterpret_cast<const char*>(data), size));
   if (!std::holds_alternative<nlohmann::json>(parsed)) return 0;
   const nlohmann::json& body = std::get<nlohmann::json>(parsed);

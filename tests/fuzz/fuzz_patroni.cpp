@@ -7,7 +7,7 @@
 #include "probes/patroni.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // Parsed as FetchJson parses every answer: depth first checked, never recursing on it.
+  // Parsed as StartFetchJson parses every answer: depth first checked, never recursing on it.
   auto json = sbd::ParseUntrustedJson(std::string(reinterpret_cast<const char*>(data), size));
   if (!std::holds_alternative<nlohmann::json>(json)) return 0;
   const nlohmann::json& body = std::get<nlohmann::json>(json);
