@@ -4,10 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <pqxx/pqxx>
 #include <sstream>
-
-#include "probes/deadline_watchdog.h"
 
 namespace sbd {
 namespace {
@@ -64,25 +61,6 @@ ProbeFailureReason ClassifySqlState(const std::string& sqlstate) {
 }
 
 namespace {
-
-// The WAL receiver columns starting at `first`: none when no receiver runs, hidden when
-// only its presence is visible to us.
-std::optional<WalReceiverReading> ReadWalReceiver(const pqxx::row& row,
-                                                  pqxx::row::size_type first) {
-  if (!row[first].as<bool>(false)) return std::nullopt;
-  WalReceiverReading upstream;
-  if (row[first + 1].is_null()) {
-    upstream.hidden = true;
-    return upstream;
-  }
-  upstream.status = row[first + 1].as<std::string>("");
-  upstream.sender_host = row[first + 2].as<std::string>("");
-  upstream.sender_port = row[first + 3].as<int>(0);
-  upstream.received_tli = row[first + 4].as<std::int64_t>(0);
-  upstream.flushed_lsn = row[first + 5].as<std::string>("");
-  upstream.latest_end_time = row[first + 6].as<std::string>("");
-  return upstream;
-}
 
 // "%X/%X" as PostgreSQL prints an LSN: two runs of 1-8 hex digits around a slash.
 bool ParseLsn(const std::string& text, std::uint64_t* out) {
@@ -172,12 +150,7 @@ std::variant<std::vector<TimelineSwitch>, std::string> ParseTimelineHistory(cons
   return switches;
 }
 
-PostgresProbe::PostgresProbe(MemberSpec member, Millis timeout)
-    : member_(std::move(member)), timeout_(timeout) {}
-
-PostgresProbe::~PostgresProbe() = default;
-
-const char* PostgresProbe::ReadingQuery() {
+const char* PostgresReadingQuery() {
   // One SELECT, sent alone (no transaction block around it). We report the server's default
   // transaction_read_only, which is what an application's session gets. pg_walfile_name() gives the
   // insert timeline at once, where pg_control_checkpoint() lags until the post-promotion
@@ -226,144 +199,6 @@ std::variant<std::string, ProbeFailure> PostgresConninfo(const MemberSpec& membe
   return conninfo;
 }
 
-std::variant<std::string, ProbeFailure> PostgresProbe::ConnectionString(
-    SteadyClock::time_point deadline) const {
-  return PostgresConninfo(member_, timeout_, deadline);
-}
-
-Observation PostgresProbe::Probe(SteadyClock::time_point deadline, StartGate* gate) {
-  // Arrive at the gate on every failure path, so the other probes do not wait for us.
-  struct Arrival {
-    StartGate* gate;
-    ~Arrival() {
-      if (gate != nullptr) gate->Arrive();
-    }
-  } arrival{gate};
-  Observation obs;
-  obs.member = member_.name;
-  obs.window.sent_wall = WallClock::now();
-  obs.window.sent = SteadyClock::now();
-  auto fail = [&](ProbeFailureReason reason, std::string message) {
-    obs.window.received = SteadyClock::now();
-    obs.result = ProbeFailure{reason, Trim(std::move(message))};
-    return obs;
-  };
-  if (deadline <= obs.window.sent) return fail(ProbeFailureReason::kTimeout, "no time left");
-
-  if (!conn_ || !conn_->is_open()) {
-    conn_.reset();
-    auto conninfo = ConnectionString(deadline);
-    if (auto* failure = std::get_if<ProbeFailure>(&conninfo)) {
-      return fail(failure->reason, failure->message);
-    }
-    try {
-      conn_ = std::make_unique<pqxx::connection>(std::get<std::string>(conninfo));
-    } catch (const std::exception& e) {
-      std::string message = e.what();
-      return fail(ClassifyConnectError(message), "connect: " + message);
-    }
-    if (SteadyClock::now() >= deadline) {
-      return fail(ProbeFailureReason::kTimeout, "connected after the deadline");
-    }
-  }
-
-  if (gate != nullptr) {
-    arrival.gate = nullptr;
-    gate->ArriveAndWait(deadline);
-  }
-  // The reading's window starts when the query is sent, not when we began connecting.
-  obs.window.sent_wall = WallClock::now();
-  obs.window.sent = SteadyClock::now();
-  bool drop_connection = false;
-  std::visit([&obs](auto&& value) { obs.result = std::move(value); },
-             Read(deadline, &drop_connection));
-  obs.window.received = SteadyClock::now();
-  if (auto* reading = std::get_if<PostgresReading>(&obs.result); reading && !drop_connection) {
-    AddTimelineHistory(*reading, deadline, &drop_connection);
-  }
-  // Only now, with the watchdog disarmed, may the socket be closed.
-  if (drop_connection) conn_.reset();
-  if (auto* failure = std::get_if<ProbeFailure>(&obs.result)) {
-    failure->message = Trim(failure->message);
-  }
-  return obs;
-}
-
-std::variant<PostgresReading, ProbeFailure> PostgresProbe::Read(SteadyClock::time_point deadline,
-                                                                bool* drop_connection) {
-  auto guard = DeadlineWatchdog::Instance().Arm(conn_->sock(), deadline);
-  try {
-    // One statement, one round trip: no BEGIN READ ONLY/COMMIT around a plain SELECT.
-    pqxx::nontransaction tx(*conn_, "probe");
-    pqxx::result rows = tx.exec(ReadingQuery());
-    if (rows.size() != 1 || rows[0].size() != 16) {
-      *drop_connection = true;
-      return ProbeFailure{ProbeFailureReason::kProtocol, "unexpected result shape"};
-    }
-    const auto& row = rows[0];
-    PostgresReading reading;
-    reading.in_recovery = row[0].as<bool>();
-    reading.read_only = row[1].as<bool>();
-    reading.system_identifier = row[2].as<std::string>("");
-    reading.timeline = row[3].as<std::int64_t>(0);
-    reading.wal_lsn = row[4].as<std::string>("");
-    reading.wal_bytes = static_cast<std::uint64_t>(row[5].as<std::int64_t>(0));
-    reading.server_version = row[6].as<int>(0);
-    reading.postmaster_start = row[7].as<std::string>("");
-    reading.backend_pid = row[8].as<int>(0);
-    reading.upstream = ReadWalReceiver(row, 9);
-    if (reading.system_identifier.empty()) {
-      return ProbeFailure{ProbeFailureReason::kProtocol, "no system identifier in the reading"};
-    }
-    return reading;
-  } catch (const pqxx::sql_error& e) {
-    auto reason = guard.fired() ? ProbeFailureReason::kTimeout : ClassifySqlState(e.sqlstate());
-    *drop_connection = reason != ProbeFailureReason::kQuery || !conn_->is_open();
-    return ProbeFailure{reason, e.what()};
-  } catch (const pqxx::conversion_error& e) {
-    // A value that is not what the query yields from a real server (a null, an unparsable
-    // number): something else answers on this port. Start afresh next time.
-    *drop_connection = true;
-    return ProbeFailure{ProbeFailureReason::kProtocol,
-                        std::string("unexpected value: ") + e.what()};
-  } catch (const std::exception& e) {
-    // broken_connection, in_doubt_error, conversion errors: start afresh next time.
-    *drop_connection = true;
-    if (guard.fired()) {
-      return ProbeFailure{ProbeFailureReason::kTimeout, "no answer before the deadline"};
-    }
-    return ProbeFailure{ProbeFailureReason::kConnectionLost, e.what()};
-  }
-}
-
-void PostgresProbe::AddTimelineHistory(PostgresReading& reading, SteadyClock::time_point deadline,
-                                       bool* drop_connection) {
-  if (!reading.writable() || reading.timeline <= 1) return;
-  constexpr auto kRetryAfterFailure = std::chrono::seconds(60);
-  const auto key = std::make_pair(reading.system_identifier, reading.timeline);
-  auto it = histories_.find(key);
-  const auto now = SteadyClock::now();
-  if (it == histories_.end() ||
-      (it->second.switches.empty() && now - it->second.failed_at >= kRetryAfterFailure)) {
-    if (now >= deadline) {
-      reading.timeline_history_error = "not read yet: no time left in this probe";
-      return;
-    }
-    if (histories_.size() >= 8) histories_.clear();
-    auto read = ReadTimelineHistory(reading.timeline, deadline, drop_connection);
-    HistoryEntry entry;
-    if (auto* switches = std::get_if<std::vector<TimelineSwitch>>(&read)) {
-      entry.switches = std::move(*switches);
-    } else {
-      entry.error = std::get<std::string>(read);
-      entry.failed_at = now;
-    }
-    it = histories_.insert_or_assign(key, std::move(entry)).first;
-  }
-  reading.timeline_history = it->second.switches;
-  reading.timeline_history_error = it->second.error;
-}
-
 std::string TimelineHistoryFile(std::int64_t timeline) {
   char file[64];
   std::snprintf(file, sizeof file, "pg_wal/%08llX.history", static_cast<long long>(timeline));
@@ -375,38 +210,6 @@ std::string TimelineHistoryQuery(std::int64_t timeline) {
   // one character past the limit comes back, so that a longer file is refused, not truncated.
   return "SELECT left(pg_read_file('" + TimelineHistoryFile(timeline) + "'), " +
          std::to_string(kMaxTimelineHistoryBytes + 1) + ")";
-}
-
-std::variant<std::vector<TimelineSwitch>, std::string> PostgresProbe::ReadTimelineHistory(
-    std::int64_t timeline, SteadyClock::time_point deadline, bool* drop_connection) {
-  if (timeline > 0xFFFFFFFFLL) return std::string("timeline out of range");
-  const std::string file = TimelineHistoryFile(timeline);
-  const std::string sql = TimelineHistoryQuery(timeline);
-  auto guard = DeadlineWatchdog::Instance().Arm(conn_->sock(), deadline);
-  try {
-    pqxx::nontransaction tx(*conn_, "timeline_history");
-    pqxx::result rows = tx.exec(sql);
-    if (rows.size() != 1 || rows[0].size() != 1 || rows[0][0].is_null()) {
-      return file + ": unexpected result shape";
-    }
-    auto parsed = ParseTimelineHistory(rows[0][0].as<std::string>(), timeline);
-    if (auto* error = std::get_if<std::string>(&parsed)) return file + ": " + *error;
-    return parsed;
-  } catch (const pqxx::sql_error& e) {
-    *drop_connection = guard.fired() || !conn_->is_open();
-    if (guard.fired()) return std::string("no answer before the deadline");
-    // Against PostgreSQL 15 the sqlstate check alone missed it; the server's text says it too.
-    if (e.sqlstate() == "42501" || Contains(e.what(), "permission denied for function")) {
-      return std::string(
-          "permission denied for function pg_read_file; grant EXECUTE ON FUNCTION "
-          "pg_read_file(text) to the detector's role");
-    }
-    return file + ": " + Trim(e.what());
-  } catch (const std::exception& e) {
-    *drop_connection = true;
-    if (guard.fired()) return std::string("no answer before the deadline");
-    return file + ": " + Trim(e.what());
-  }
 }
 
 }  // namespace sbd

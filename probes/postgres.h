@@ -1,10 +1,6 @@
 #pragma once
 
-#include <map>
-#include <memory>
-#include <pqxx/connection>
 #include <string>
-#include <utility>
 #include <variant>
 #include <vector>
 
@@ -42,50 +38,8 @@ std::string TimelineHistoryFile(std::int64_t timeline);
 /// so that a longer file is refused, not truncated).
 std::string TimelineHistoryQuery(std::int64_t timeline);
 
-/// Probes one PostgreSQL member through libpqxx over a persistent, read-only session.
-/// The connection is rebuilt after any failure that may have broken it. Every call is
-/// bounded: connect_timeout while connecting, then the deadline watchdog shuts the socket
-/// down if the server stops answering (a frozen server never trips statement_timeout).
-/// Not thread-safe: one Probe() at a time per instance.
-class PostgresProbe : public MemberProbe {
- public:
-  PostgresProbe(MemberSpec member, Millis timeout);
-  ~PostgresProbe() override;
-  PostgresProbe(const PostgresProbe&) = delete;
-  PostgresProbe& operator=(const PostgresProbe&) = delete;
-
-  Observation Probe(SteadyClock::time_point deadline, StartGate* gate) override;
-
-  /// The SQL of one reading: one round trip, read-only, visible for review.
-  static const char* ReadingQuery();
-
- private:
-  std::variant<std::string, ProbeFailure> ConnectionString(SteadyClock::time_point deadline) const;
-
-  /// Runs the reading query on the open connection under the deadline watchdog.
-  std::variant<PostgresReading, ProbeFailure> Read(SteadyClock::time_point deadline,
-                                                   bool* drop_connection);
-
-  /// Fills the reading's timeline history, on a writable member above timeline 1: from the
-  /// cache, else read (read-only, under the deadline) at most once a minute after a failure.
-  void AddTimelineHistory(PostgresReading& reading, SteadyClock::time_point deadline,
-                          bool* drop_connection);
-  /// Reads and parses the history file of `timeline`: the switches, or why they are unknown.
-  std::variant<std::vector<TimelineSwitch>, std::string> ReadTimelineHistory(
-      std::int64_t timeline, SteadyClock::time_point deadline, bool* drop_connection);
-
-  /// A timeline's history, or the last failure to read it and when it happened.
-  struct HistoryEntry {
-    std::vector<TimelineSwitch> switches;
-    std::string error;
-    SteadyClock::time_point failed_at{};
-  };
-
-  MemberSpec member_;
-  Millis timeout_;
-  /// Keyed by (system identifier, timeline); a few entries at most (cleared when it grows).
-  std::map<std::pair<std::string, std::int64_t>, HistoryEntry> histories_;
-  std::unique_ptr<pqxx::connection> conn_;
-};
+/// The SQL of one reading of a member (PostgresAsyncProbe sends it): one round trip, one
+/// SELECT, read-only, visible for review.
+const char* PostgresReadingQuery();
 
 }  // namespace sbd

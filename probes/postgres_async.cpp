@@ -29,7 +29,7 @@ std::optional<std::string> Text(const PGresult* result, int column) {
   return std::string(PQgetvalue(result, 0, column), PQgetlength(result, 0, column));
 }
 
-// The pqxx conversions PostgresProbe uses, with the same defaults for NULL; false when the
+// The conversions the reading needs, with the same defaults for NULL; false when the
 // text is not of the type (another server answers on this port).
 bool AsBool(const PGresult* result, int column, bool* out) {
   auto text = Text(result, column);
@@ -52,7 +52,7 @@ bool AsInt64(const PGresult* result, int column, std::int64_t* out) {
 
 std::string AsText(const PGresult* result, int column) { return Text(result, column).value_or(""); }
 
-// Columns 9-15: the WAL receiver, as PostgresProbe reads it.
+// Columns 9-15: the WAL receiver, as the reading query selects them.
 bool ReadWalReceiver(const PGresult* result, PostgresReading& reading) {
   bool present = false;
   if (Text(result, 9) && !AsBool(result, 9, &present)) return false;
@@ -323,7 +323,7 @@ void PostgresAsyncProbe::Session::SendReading() {
   round->obs.window.sent_wall = WallClock::now();
   round->obs.window.sent = SteadyClock::now();
   round->sent = true;
-  SendQuery(PostgresProbe::ReadingQuery(), Query::kReading);
+  SendQuery(PostgresReadingQuery(), Query::kReading);
 }
 
 void PostgresAsyncProbe::Session::SendQuery(const std::string& sql, Query kind) {

@@ -11,14 +11,14 @@
 
 namespace sbd {
 
-/// Turns the result of PostgresProbe::ReadingQuery() into a reading: exactly one row of 16
+/// Turns the result of PostgresReadingQuery() into a reading: exactly one row of 16
 /// columns, in the types the query yields from a real server. Anything else is a kProtocol
 /// failure (and `*drop_connection` is set: something else answers on this port). Pure.
 std::variant<PostgresReading, ProbeFailure> ParseReadingResult(const PGresult* result,
                                                                bool* drop_connection);
 
 /// Probes one PostgreSQL member on an EventLoop with non-blocking libpq, over a persistent
-/// session built exactly as PostgresProbe builds its own (same conninfo, TLS and auth).
+/// session built from PostgresConninfo (the member's DSN, TLS and auth).
 /// One statement per reading. A late answer does not cost the connection: the round reads a
 /// timeout and the next reading is sent once the answer is in. A connection busy (connecting
 /// or waiting for an answer) for longer than four probe timeouts (2 s at least) is dropped.

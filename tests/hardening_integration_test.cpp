@@ -222,24 +222,18 @@ TEST_CASE(
     const HostPort at{"127.0.0.1", std::to_string(a.port())};
     MemberSpec m = MemberAt("pg-a", at, "user=splitbrain dbname=postgres " + extra,
                             sandbox.PasswordFile(), std::nullopt);
-    // The threaded probe and the event-loop probe build the same connection.
-    PostgresProbe threaded(m, milliseconds(3000));
     PostgresAsyncProbe on_loop(m, milliseconds(3000));
-    return std::make_pair(threaded.Probe(SteadyClock::now() + seconds(3), nullptr),
-                          on_loop.Probe(SteadyClock::now() + seconds(3), nullptr));
+    return on_loop.Probe(SteadyClock::now() + seconds(3), nullptr);
   };
   // Without it, libpq answers the cleartext request: the password crosses the wire.
   const auto exposed = probe_with("sslmode=disable");
-  CHECK(exposed.first.ok());
-  CHECK(exposed.second.ok());
+  CHECK(exposed.ok());
   // With it, libpq refuses before sending anything.
-  const auto guarded = probe_with("channel_binding=require");
-  for (const Observation& obs : {guarded.first, guarded.second}) {
-    REQUIRE_FALSE(obs.ok());
-    INFO(obs.failure()->message);
-    CHECK(obs.failure()->message.find("channel binding") != std::string::npos);
-    CHECK(obs.failure()->message.find(PgSandbox::kMonitorPassword) == std::string::npos);
-  }
+  const Observation guarded = probe_with("channel_binding=require");
+  REQUIRE_FALSE(guarded.ok());
+  INFO(guarded.failure()->message);
+  CHECK(guarded.failure()->message.find("channel binding") != std::string::npos);
+  CHECK(guarded.failure()->message.find(PgSandbox::kMonitorPassword) == std::string::npos);
 }
 
 TEST_CASE(

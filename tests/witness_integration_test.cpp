@@ -7,7 +7,7 @@
 #include "detector/config/config.h"
 #include "detector/engine/scheduler.h"
 #include "detector/output/status.h"
-#include "probes/postgres.h"
+#include "probes/postgres_async.h"
 #include "tests/support/pg_sandbox.h"
 #include "tests/support/process.h"
 
@@ -94,7 +94,7 @@ TEST_CASE("witness: replicas stream from the primary, and one stays with it afte
         std::string::npos);
 
   // Without pg_read_all_stats the receiver is there but its details are hidden.
-  PostgresProbe unprivileged(RoleWithoutStats(sandbox, a, c), milliseconds(2000));
+  PostgresAsyncProbe unprivileged(RoleWithoutStats(sandbox, a, c), milliseconds(2000));
   const Observation hidden = unprivileged.Probe(SteadyClock::now() + seconds(5), nullptr);
   REQUIRE(hidden.ok());
   REQUIRE(hidden.reading()->upstream);
