@@ -3,11 +3,9 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
-#include <chrono>
 #include <set>
 
 #include "detector/common/logfmt.h"
-#include "probes/deadline_watchdog.h"
 #include "probes/redis_loop.h"
 #include "probes/redis_wire.h"
 
@@ -15,45 +13,8 @@ namespace sbd {
 
 namespace {
 
-struct ReplyDeleter {
-  void operator()(redisReply* reply) const { freeReplyObject(reply); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
-
-timeval Remaining(SteadyClock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - SteadyClock::now());
-  // A zero timeval means "no timeout" to the kernel: never pass it.
-  left = std::max(left, std::chrono::microseconds(1000));
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(left.count() / 1000000);
-  tv.tv_usec = static_cast<suseconds_t>(left.count() % 1000000);
-  return tv;
-}
-
 bool Contains(const std::string& text, const char* part) {
   return text.find(part) != std::string::npos;
-}
-
-// hiredis reports I/O errors as strerror() text; a read that hit SO_RCVTIMEO says EAGAIN.
-ProbeFailure ContextFailure(const redisContext* context, const std::string& what,
-                            SteadyClock::time_point deadline) {
-  const std::string text = context != nullptr ? context->errstr : "out of memory";
-  const std::string message = what + ": " + text;
-  if (context == nullptr) return {ProbeFailureReason::kInternal, message};
-  if (Contains(text, "refused")) return {ProbeFailureReason::kRefused, message};
-  if (SteadyClock::now() >= deadline || Contains(text, "timed out") ||
-      Contains(text, "temporarily unavailable") || Contains(text, "in progress")) {
-    return {ProbeFailureReason::kTimeout, message};
-  }
-  if (Contains(text, "Name or service") || Contains(text, "unreachable") ||
-      Contains(text, "resolve") || Contains(text, "No address")) {
-    return {ProbeFailureReason::kUnreachable, message};
-  }
-  if (context->err == REDIS_ERR_PROTOCOL) return {ProbeFailureReason::kProtocol, message};
-  if (context->err == REDIS_ERR_EOF || context->err == REDIS_ERR_IO) {
-    return {ProbeFailureReason::kConnectionLost, message};
-  }
-  return {ProbeFailureReason::kInternal, message};
 }
 
 // An error reply (-ERR ...): authentication and permission problems are kAuth.
@@ -71,40 +32,6 @@ ProbeFailure ErrorReplyFailure(const redisReply& reply, const std::string& what)
 }
 
 using Command = std::vector<std::string>;
-
-// Sends every command, then reads every reply: one round trip for the lot.
-std::variant<std::vector<Reply>, ProbeFailure> Pipeline(redisContext* context,
-                                                        const std::vector<Command>& commands,
-                                                        SteadyClock::time_point deadline) {
-  redisSetTimeout(context, Remaining(deadline));
-  for (const auto& command : commands) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lengths;
-    for (const auto& arg : command) {
-      argv.push_back(arg.data());
-      lengths.push_back(arg.size());
-    }
-    if (redisAppendCommandArgv(context, static_cast<int>(argv.size()), argv.data(),
-                               lengths.data()) != REDIS_OK) {
-      return ContextFailure(context, command[0], deadline);
-    }
-  }
-  // SO_RCVTIMEO bounds each read, not the lot: a server answering a byte at a time would
-  // outlast the deadline. The watchdog shuts the socket down at the deadline instead.
-  auto guard = DeadlineWatchdog::Instance().Arm(context->fd, deadline);
-  std::vector<Reply> replies;
-  std::size_t budget = kMaxRedisPipelineBytes;
-  for (const auto& command : commands) {
-    void* raw = nullptr;
-    if (GetReplyBounded(context, &raw, &budget) != REDIS_OK || raw == nullptr) {
-      if (guard.fired())
-        return ProbeFailure{ProbeFailureReason::kTimeout, command[0] + ": deadline"};
-      return ContextFailure(context, command[0], deadline);
-    }
-    replies.emplace_back(static_cast<redisReply*>(raw));
-  }
-  return replies;
-}
 
 ProbeFailure Unexpected(const std::string& what) {
   return {ProbeFailureReason::kProtocol, what + ": unexpected reply type"};
@@ -155,42 +82,6 @@ std::variant<LeaseKeyReading, ProbeFailure> InterpretKey(const std::string& key,
   return reading;
 }
 
-std::variant<std::vector<std::string>, ProbeFailure> Scan(redisContext* context,
-                                                          const LeaseKeys& keys,
-                                                          SteadyClock::time_point deadline,
-                                                          std::string* limit_hit) {
-  std::set<std::string> found;  // SCAN may return a key more than once
-  std::string cursor = "0";
-  for (size_t round = 0;; ++round) {
-    if (round == keys.max_iterations) {
-      *limit_hit = "max_iterations " + std::to_string(keys.max_iterations);
-      break;
-    }
-    auto replies =
-        Pipeline(context, {{"SCAN", cursor, "MATCH", keys.pattern, "COUNT", "100"}}, deadline);
-    if (auto* failure = std::get_if<ProbeFailure>(&replies)) return *failure;
-    const redisReply& reply = *std::get<std::vector<Reply>>(replies)[0];
-    if (reply.type == REDIS_REPLY_ERROR) return ErrorReplyFailure(reply, "SCAN");
-    if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2 ||
-        reply.element[0]->type != REDIS_REPLY_STRING ||
-        reply.element[1]->type != REDIS_REPLY_ARRAY) {
-      return Unexpected("SCAN");
-    }
-    const redisReply& batch = *reply.element[1];
-    for (size_t i = 0; i < batch.elements; ++i) {
-      if (batch.element[i]->type != REDIS_REPLY_STRING) return Unexpected("SCAN");
-      if (found.size() == keys.max_keys) {
-        *limit_hit = "max_keys " + std::to_string(keys.max_keys);
-        return std::vector<std::string>(found.begin(), found.end());
-      }
-      found.emplace(batch.element[i]->str, batch.element[i]->len);
-    }
-    cursor.assign(reply.element[0]->str, reply.element[0]->len);
-    if (cursor == "0") break;
-  }
-  return std::vector<std::string>(found.begin(), found.end());
-}
-
 // One SCAN reply into `found`: nullopt and `*cursor` the next cursor ("0" when done), or why
 // the reply is no SCAN answer. Stops at max_keys, saying so in `*limit_hit`.
 std::optional<ProbeFailure> TakeScanBatch(const redisReply& reply, const LeaseKeys& keys,
@@ -231,94 +122,6 @@ std::vector<Command> KeyCommands(const std::vector<std::string>& names, const Le
 }  // namespace
 
 std::string LeaseKeyReading::TokenShown() const { return LogfmtEscape(token); }
-
-RedisLeaseReader::RedisLeaseReader(RedisEndpoint endpoint, LeaseKeys keys)
-    : endpoint_(std::move(endpoint)), keys_(std::move(keys)) {}
-
-RedisLeaseReader::~RedisLeaseReader() {
-  if (context_ != nullptr) redisFree(context_);
-}
-
-std::optional<ProbeFailure> RedisLeaseReader::Connect(SteadyClock::time_point deadline) {
-  if (endpoint_.port <= 0 || endpoint_.port > 65535 || endpoint_.host.empty()) {
-    return ProbeFailure{ProbeFailureReason::kConfig, "no usable host and port"};
-  }
-  context_ = redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, Remaining(deadline));
-  if (context_ == nullptr || context_->err != 0)
-    return ContextFailure(context_, "connect", deadline);
-  LimitRedisReplies(context_);
-  if (endpoint_.password.empty()) return std::nullopt;
-  Command auth{"AUTH"};
-  if (!endpoint_.user.empty()) auth.push_back(endpoint_.user);
-  auth.push_back(endpoint_.password);
-  auto replies = Pipeline(context_, {auth}, deadline);
-  if (auto* failure = std::get_if<ProbeFailure>(&replies)) return *failure;
-  const redisReply& reply = *std::get<std::vector<Reply>>(replies)[0];
-  // The message names the command only: the password never reaches it.
-  if (reply.type == REDIS_REPLY_ERROR) return ErrorReplyFailure(reply, "AUTH");
-  return std::nullopt;
-}
-
-std::variant<LeaseRecord, ProbeFailure> RedisLeaseReader::Read(SteadyClock::time_point deadline) {
-  if (SteadyClock::now() >= deadline)
-    return ProbeFailure{ProbeFailureReason::kTimeout, "no time left"};
-  if (keys_.pattern.empty() && keys_.names.empty()) {
-    return ProbeFailure{ProbeFailureReason::kConfig, "no key names and no pattern"};
-  }
-  if (context_ == nullptr) {
-    if (auto failure = Connect(deadline)) {
-      if (context_ != nullptr) redisFree(context_);
-      context_ = nullptr;
-      return *failure;
-    }
-  }
-  auto result = ReadConnected(deadline);
-  if (std::holds_alternative<ProbeFailure>(result)) {
-    // The stream may hold replies we never read: start afresh next time.
-    redisFree(context_);
-    context_ = nullptr;
-  }
-  return result;
-}
-
-std::variant<LeaseRecord, ProbeFailure> RedisLeaseReader::ReadConnected(
-    SteadyClock::time_point deadline) {
-  LeaseRecord record;
-  record.endpoint = endpoint_.host + ":" + std::to_string(endpoint_.port);
-  record.window.sent_wall = WallClock::now();
-  record.window.sent = SteadyClock::now();
-  std::vector<std::string> names = keys_.names;
-  if (!keys_.pattern.empty()) {
-    auto scanned = Scan(context_, keys_, deadline, &record.scan_limit_hit);
-    if (auto* failure = std::get_if<ProbeFailure>(&scanned)) return *failure;
-    names = std::move(std::get<std::vector<std::string>>(scanned));
-  }
-  std::vector<Command> commands;
-  const std::string last = std::to_string(std::max<size_t>(keys_.max_token_bytes, 1) - 1);
-  for (const auto& name : names) {
-    commands.push_back({"TYPE", name});
-    commands.push_back({"GETRANGE", name, "0", last});
-    commands.push_back({"STRLEN", name});
-    commands.push_back({"PTTL", name});
-  }
-  ReadingWindow window;
-  window.sent_wall = WallClock::now();
-  window.sent = SteadyClock::now();
-  auto replies = Pipeline(context_, commands, deadline);
-  window.received = SteadyClock::now();
-  if (auto* failure = std::get_if<ProbeFailure>(&replies)) return *failure;
-  const auto& all = std::get<std::vector<Reply>>(replies);
-  for (size_t i = 0; i < names.size(); ++i) {
-    const redisReply* four[4] = {all[4 * i].get(), all[4 * i + 1].get(), all[4 * i + 2].get(),
-                                 all[4 * i + 3].get()};
-    auto key = InterpretKey(names[i], four);
-    if (auto* failure = std::get_if<ProbeFailure>(&key)) return *failure;
-    record.keys.push_back(std::move(std::get<LeaseKeyReading>(key)));
-    record.keys.back().window = window;
-  }
-  record.window.received = window.received;
-  return record;
-}
 
 LoopLeaseReader::LoopLeaseReader(EventLoop& loop, RedisEndpoint endpoint, LeaseKeys keys)
     : loop_(loop), endpoint_(std::move(endpoint)), keys_(std::move(keys)) {}

@@ -68,36 +68,13 @@ struct LeaseRecord {
   ReadingWindow window;  ///< the whole read (SCAN included)
 };
 
-/// Reads a lease kept as Redis string keys (`SET key token NX PX ttl`): for each key TYPE,
-/// GETRANGE 0..max_token_bytes-1, STRLEN and PTTL, pipelined in one round trip (GETRANGE, not
-/// GET, so that a huge value cannot make us read it all). With a pattern, a bounded SCAN first.
-/// The connection is kept between reads and dropped on any error. Read-only (an ACL user with
-/// +@read and +scan suffices). Not thread-safe: one Read() at a time per instance.
-class RedisLeaseReader {
- public:
-  RedisLeaseReader(RedisEndpoint endpoint, LeaseKeys keys);
-  ~RedisLeaseReader();
-  RedisLeaseReader(const RedisLeaseReader&) = delete;
-  RedisLeaseReader& operator=(const RedisLeaseReader&) = delete;
-
-  /// Reads the lease once, giving up at `deadline` (kTimeout). Failures: kRefused,
-  /// kUnreachable, kAuth (WRONGPASS, NOAUTH, NOPERM), kProtocol, kConnectionLost, kQuery,
-  /// kConfig. A key of another type is no failure: its reading says kWrongType. Never throws.
-  std::variant<LeaseRecord, ProbeFailure> Read(SteadyClock::time_point deadline);
-
- private:
-  std::variant<LeaseRecord, ProbeFailure> ReadConnected(SteadyClock::time_point deadline);
-  std::optional<ProbeFailure> Connect(SteadyClock::time_point deadline);
-
-  RedisEndpoint endpoint_;
-  LeaseKeys keys_;
-  redisContext* context_ = nullptr;
-};
-
 class LoopRedisConnection;
 
-/// RedisLeaseReader's read on the event loop (LoopRedisConnection, issue 25): the same commands
-/// and SCAN caps, one deadline for the connect, AUTH, every SCAN round and the keys' replies
+/// Reads a lease kept as Redis string keys (`SET key token NX PX ttl`) on the event loop
+/// (LoopRedisConnection): for each key TYPE, GETRANGE 0..max_token_bytes-1, STRLEN and PTTL,
+/// pipelined in one round trip (GETRANGE, not GET, so that a huge value cannot make us read it
+/// all); with a pattern, a bounded SCAN first. Read-only (an ACL user with +@read and +scan
+/// suffices). One deadline for the connect, AUTH, every SCAN round and the keys' replies
 /// together, so a server that trickles holds no thread. The connection is kept between reads
 /// and dropped on any failure. Loop thread only, one Start() at a time; hold it in a shared_ptr.
 class LoopLeaseReader : public std::enable_shared_from_this<LoopLeaseReader> {
@@ -109,7 +86,9 @@ class LoopLeaseReader : public std::enable_shared_from_this<LoopLeaseReader> {
   LoopLeaseReader& operator=(const LoopLeaseReader&) = delete;
 
   /// Reads the lease once; `done` is called on the loop thread by the deadline, never from
-  /// inside Start(). Failures as RedisLeaseReader::Read's.
+  /// inside Start(). Failures: kTimeout, kRefused, kUnreachable, kAuth (WRONGPASS, NOAUTH,
+  /// NOPERM), kProtocol, kConnectionLost, kQuery, kConfig. A key of another type is no failure:
+  /// its reading says kWrongType.
   void Start(SteadyClock::time_point deadline, Done done);
   /// Drops the connection and the read in flight (its `done` is never called).
   void Close();

@@ -16,6 +16,7 @@
 #include "probes/metrics_claim.h"
 #include "probes/redis_lease.h"
 #include "tests/support/lease_sandbox.h"
+#include "tests/support/on_loop.h"
 #include "tests/support/process.h"
 
 namespace {
@@ -134,7 +135,7 @@ class LeaseWatch {
     return target;
   }
 
-  sbd::RedisLeaseReader reader_;
+  sbd::testing::LeaseReaderOnLoop reader_;
   sbd::MetricsClaimProbe a_;
   sbd::MetricsClaimProbe b_;
   sbd::ClusterSpec spec_;

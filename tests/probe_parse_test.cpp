@@ -14,7 +14,7 @@
 #include "probes/patroni.h"
 #include "probes/postgres.h"
 #include "probes/redis_info.h"
-#include "tests/support/fetch_on_loop.h"
+#include "tests/support/on_loop.h"
 #include "tests/support/files.h"
 #include "tests/support/temp_dir.h"
 

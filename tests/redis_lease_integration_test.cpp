@@ -10,6 +10,7 @@
 
 #include "probes/redis_lease.h"
 #include "tests/support/lease_sandbox.h"
+#include "tests/support/on_loop.h"
 #include "tests/support/process.h"
 
 namespace {
@@ -20,7 +21,7 @@ using sbd::LeaseRecord;
 using sbd::ProbeFailure;
 using sbd::ProbeFailureReason;
 using sbd::RedisEndpoint;
-using sbd::RedisLeaseReader;
+using LeaseReader = sbd::testing::LeaseReaderOnLoop;  // the detector's LoopLeaseReader
 using sbd::SteadyClock;
 using sbd::testing::RedisServer;
 
@@ -47,10 +48,10 @@ const LeaseRecord& Record(const std::variant<LeaseRecord, ProbeFailure>& result)
 
 }  // namespace
 
-TEST_CASE("RedisLeaseReader: a held key gives its token and lease left; a missing one is gone") {
+TEST_CASE("LoopLeaseReader: a held key gives its token and lease left; a missing one is gone") {
   RedisServer redis;
   REQUIRE(redis.Command({"SET", "lease:a", "token-a", "PX", "5000"}) == "OK");
-  RedisLeaseReader reader(Local(redis.port()), Names({"lease:a", "lease:none"}));
+  LeaseReader reader(Local(redis.port()), Names({"lease:a", "lease:none"}));
   auto result = reader.Read(In(2000));
   const auto& record = Record(result);
   REQUIRE(record.keys.size() == 2);
@@ -68,12 +69,12 @@ TEST_CASE("RedisLeaseReader: a held key gives its token and lease left; a missin
   CHECK(Record(again).keys[0].token == "token-b");
 }
 
-TEST_CASE("RedisLeaseReader: a PTTL above 2^53 ms fails the read naming the range, never wraps") {
+TEST_CASE("LoopLeaseReader: a PTTL above 2^53 ms fails the read naming the range, never wraps") {
   // Redis 7 takes a PX this large (it fits once added to the clock); (ms + 999) / 1000 on a
   // PTTL near INT64_MAX would wrap.
   RedisServer redis;
   REQUIRE(redis.Command({"SET", "lease:far", "token-a", "PX", "9000000000000000000"}) == "OK");
-  RedisLeaseReader reader(Local(redis.port()), Names({"lease:far"}));
+  LeaseReader reader(Local(redis.port()), Names({"lease:far"}));
   auto result = reader.Read(In(2000));
   REQUIRE(std::holds_alternative<ProbeFailure>(result));
   const ProbeFailure& failure = std::get<ProbeFailure>(result);
@@ -83,12 +84,12 @@ TEST_CASE("RedisLeaseReader: a PTTL above 2^53 ms fails the read naming the rang
   CHECK(Record(reader.Read(In(2000))).keys[0].lease_left_ms <= 5000);
 }
 
-TEST_CASE("RedisLeaseReader: a lease without TTL, a binary token and a hash are each said so") {
+TEST_CASE("LoopLeaseReader: a lease without TTL, a binary token and a hash are each said so") {
   RedisServer redis;
   REQUIRE(redis.Command({"SET", "lease:forever", "t"}) == "OK");
   REQUIRE(redis.Command({"SET", "lease:bin", std::string("a\xff\n\0b", 5), "PX", "5000"}) == "OK");
   REQUIRE(redis.Command({"HSET", "lease:hash", "holder", "x"}) == "(integer) 1");
-  RedisLeaseReader reader(Local(redis.port()), Names({"lease:forever", "lease:bin", "lease:hash"}));
+  LeaseReader reader(Local(redis.port()), Names({"lease:forever", "lease:bin", "lease:hash"}));
   auto result = reader.Read(In(2000));
   const auto& record = Record(result);
   REQUIRE(record.keys.size() == 3);
@@ -100,12 +101,12 @@ TEST_CASE("RedisLeaseReader: a lease without TTL, a binary token and a hash are 
   CHECK(record.keys[2].type == "hash");
 }
 
-TEST_CASE("RedisLeaseReader: a huge value is cut at the cap and flagged, with its length") {
+TEST_CASE("LoopLeaseReader: a huge value is cut at the cap and flagged, with its length") {
   RedisServer redis;
   REQUIRE(redis.Command({"SET", "lease:big", std::string(100000, 'x'), "PX", "5000"}) == "OK");
   LeaseKeys keys = Names({"lease:big"});
   keys.max_token_bytes = 64;
-  RedisLeaseReader reader(Local(redis.port()), keys);
+  LeaseReader reader(Local(redis.port()), keys);
   auto result = reader.Read(In(2000));
   const auto& key = Record(result).keys.at(0);
   CHECK(key.token == std::string(64, 'x'));
@@ -113,7 +114,7 @@ TEST_CASE("RedisLeaseReader: a huge value is cut at the cap and flagged, with it
   CHECK(key.token_length == 100000);
 }
 
-TEST_CASE("RedisLeaseReader: a pattern is scanned within its caps, and a hit cap is reported") {
+TEST_CASE("LoopLeaseReader: a pattern is scanned within its caps, and a hit cap is reported") {
   RedisServer redis;
   for (int i = 0; i < 30; ++i) {
     REQUIRE(redis.Command({"SET", "locks:" + std::to_string(i), "t" + std::to_string(i), "PX",
@@ -123,29 +124,29 @@ TEST_CASE("RedisLeaseReader: a pattern is scanned within its caps, and a hit cap
   LeaseKeys keys;
   keys.pattern = "locks:*";
   {
-    RedisLeaseReader reader(Local(redis.port()), keys);
+    LeaseReader reader(Local(redis.port()), keys);
     auto result = reader.Read(In(2000));
     const auto& record = Record(result);
     CHECK(record.keys.size() == 30);
     CHECK(record.scan_limit_hit.empty());
   }
   keys.max_keys = 10;
-  RedisLeaseReader capped(Local(redis.port()), keys);
+  LeaseReader capped(Local(redis.port()), keys);
   auto result = capped.Read(In(2000));
   CHECK(Record(result).keys.size() == 10);
   CHECK(Record(result).scan_limit_hit == "max_keys 10");
 }
 
-TEST_CASE("RedisLeaseReader: nothing listening is refused") {
-  RedisLeaseReader reader(Local(sbd::testing::FreeLoopbackPort()), Names({"k"}));
+TEST_CASE("LoopLeaseReader: nothing listening is refused") {
+  LeaseReader reader(Local(sbd::testing::FreeLoopbackPort()), Names({"k"}));
   auto result = reader.Read(In(2000));
   REQUIRE(std::holds_alternative<ProbeFailure>(result));
   CHECK(std::get<ProbeFailure>(result).reason == ProbeFailureReason::kRefused);
 }
 
-TEST_CASE("RedisLeaseReader: a frozen server is a timeout at the deadline") {
+TEST_CASE("LoopLeaseReader: a frozen server is a timeout at the deadline") {
   RedisServer redis;
-  RedisLeaseReader reader(Local(redis.port()), Names({"k"}));
+  LeaseReader reader(Local(redis.port()), Names({"k"}));
   redis.Freeze();
   const auto started = SteadyClock::now();
   auto result = reader.Read(In(300));
@@ -158,7 +159,7 @@ TEST_CASE("RedisLeaseReader: a frozen server is a timeout at the deadline") {
   CHECK(std::holds_alternative<LeaseRecord>(reader.Read(In(2000))));
 }
 
-TEST_CASE("RedisLeaseReader: a server trickling its answer past the deadline is a timeout") {
+TEST_CASE("LoopLeaseReader: a server trickling its answer past the deadline is a timeout") {
   // A fake Redis that accepts, then sends a bulk reply one byte every 50 ms.
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -177,7 +178,7 @@ TEST_CASE("RedisLeaseReader: a server trickling its answer past the deadline is 
     }
     close(client);
   });
-  RedisLeaseReader reader(Local(ntohs(addr.sin_port)), Names({"k"}));
+  LeaseReader reader(Local(ntohs(addr.sin_port)), Names({"k"}));
   const auto started = SteadyClock::now();
   auto result = reader.Read(In(400));
   const auto took = SteadyClock::now() - started;
@@ -188,22 +189,22 @@ TEST_CASE("RedisLeaseReader: a server trickling its answer past the deadline is 
   close(listener);
 }
 
-TEST_CASE("RedisLeaseReader: a wrong password is an auth failure that names no secret") {
+TEST_CASE("LoopLeaseReader: a wrong password is an auth failure that names no secret") {
   RedisServer redis("s3cret", "reader");
   RedisEndpoint endpoint = Local(redis.port());
   endpoint.password = "not-the-password";
-  RedisLeaseReader wrong(endpoint, Names({"k"}));
+  LeaseReader wrong(endpoint, Names({"k"}));
   auto result = wrong.Read(In(2000));
   REQUIRE(std::holds_alternative<ProbeFailure>(result));
   CHECK(std::get<ProbeFailure>(result).reason == ProbeFailureReason::kAuth);
   CHECK(std::get<ProbeFailure>(result).message.find("not-the-password") == std::string::npos);
-  RedisLeaseReader none(Local(redis.port()), Names({"k"}));
+  LeaseReader none(Local(redis.port()), Names({"k"}));
   auto unauthenticated = none.Read(In(2000));
   REQUIRE(std::holds_alternative<ProbeFailure>(unauthenticated));
   CHECK(std::get<ProbeFailure>(unauthenticated).reason == ProbeFailureReason::kAuth);
 }
 
-TEST_CASE("RedisLeaseReader: a read-only ACL user reads the lease, with SCAN too") {
+TEST_CASE("LoopLeaseReader: a read-only ACL user reads the lease, with SCAN too") {
   RedisServer redis("s3cret", "reader");
   REQUIRE(redis.Command({"SET", "lease:a", "token-a", "PX", "5000"}) == "OK");
   RedisEndpoint endpoint = Local(redis.port());
@@ -211,7 +212,7 @@ TEST_CASE("RedisLeaseReader: a read-only ACL user reads the lease, with SCAN too
   endpoint.password = "s3cret";
   LeaseKeys keys;
   keys.pattern = "lease:*";
-  RedisLeaseReader reader(endpoint, keys);
+  LeaseReader reader(endpoint, keys);
   auto result = reader.Read(In(2000));
   REQUIRE(Record(result).keys.size() == 1);
   CHECK(Record(result).keys[0].token == "token-a");

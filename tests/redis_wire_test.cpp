@@ -17,6 +17,7 @@
 
 #include "probes/redis_client.h"
 #include "probes/redis_lease.h"
+#include "tests/support/on_loop.h"
 
 namespace sbd {
 namespace {
@@ -144,13 +145,13 @@ TEST_CASE("RedisClient: a long array of small elements over the cap fails the ca
   CHECK(failure.message.find("larger than") != std::string::npos);
 }
 
-TEST_CASE("RedisLeaseReader: a huge reply to the key's commands fails the read", "[redis_wire]") {
+TEST_CASE("LoopLeaseReader: a huge reply to the key's commands fails the read", "[redis_wire]") {
   HostileServer server("$1073741824\r\n", 16 * 1024 * 1024);
   RedisEndpoint endpoint;
   endpoint.port = server.port();
   LeaseKeys keys;
   keys.names = {"lease:orders"};
-  RedisLeaseReader reader(endpoint, keys);
+  testing::LeaseReaderOnLoop reader(endpoint, keys);
   auto record = reader.Read(InTenSeconds());
   REQUIRE(std::holds_alternative<ProbeFailure>(record));
   const ProbeFailure& failure = std::get<ProbeFailure>(record);
