@@ -16,17 +16,17 @@
 
 namespace sbd {
 
-/// The claim query of a redis_lease cluster, as MetricsClaimProbe takes it.
+/// The claim query of a redis_lease cluster, as LeaseClaimProbe takes it.
 ClaimQuery ClaimQueryOf(const RedisLeaseSpec& spec);
 /// The claim query of a k8s_lease cluster (client-go's metric by default), likewise.
 ClaimQuery ClaimQueryOf(const K8sLeaseSpec& spec);
 
-/// The claim query of an etcd_election cluster, as MetricsClaimProbe takes it.
+/// The claim query of an etcd_election cluster, likewise.
 ClaimQuery ClaimQueryOf(const EtcdElectionSpec& spec);
 /// The claim query of a zookeeper_lock cluster.
 ClaimQuery ClaimQueryOf(const ZooKeeperLockSpec& spec);
 
-/// One candidate's claim (its metrics_url, read as MetricsClaimProbe reads it) as an
+/// One candidate's claim (its metrics_url, read with ClaimRequest, found by FindClaim) as an
 /// Observation holding a LockClaimReading: the lock's name as lineage; its token is the token
 /// label's value, else the member's configured identity. Runs on an EventLoop (LoopHttpClient):
 /// a hung or hostile endpoint holds no thread, and its reading fails with the bound it broke.

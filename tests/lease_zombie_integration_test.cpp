@@ -13,7 +13,6 @@
 #include "detector/verdicts/lease_claims.h"
 #include "detector/verdicts/verdict.h"
 #include "probes/lease_adapters.h"
-#include "probes/metrics_claim.h"
 #include "probes/redis_lease.h"
 #include "tests/support/lease_sandbox.h"
 #include "tests/support/on_loop.h"
@@ -46,7 +45,9 @@ struct LeaseRound {
 class LeaseWatch {
  public:
   LeaseWatch(const RedisServer& redis, const LeaseWorker& a, const LeaseWorker& b)
-      : reader_(Endpoint(redis.port()), Keys()), a_(Target("a", a)), b_(Target("b", b)) {
+      : reader_(Endpoint(redis.port()), Keys()),
+        a_(Candidate("a", a), Query()),
+        b_(Candidate("b", b), Query()) {
     spec_.name = "demo";
     spec_.kind = "redis_lease";
     for (const char* name : {"a", "b"}) {
@@ -86,8 +87,8 @@ class LeaseWatch {
     sbd::StartGate gate(2);
     auto other = std::async(std::launch::async, [&] { return b_.Probe(deadline, &gate); });
     LeaseRound round;
-    round.claims.push_back(AsObservation(a_.Probe(deadline, &gate)));
-    round.claims.push_back(AsObservation(other.get()));
+    round.claims.push_back(a_.Probe(deadline, &gate));
+    round.claims.push_back(other.get());
     auto record = reader_.Read(SteadyClock::now() + milliseconds(500));
     if (auto* read = std::get_if<sbd::LeaseRecord>(&record)) {
       round.record = sbd::LeaseRecordAsView(*read, spec_.members);
@@ -96,24 +97,6 @@ class LeaseWatch {
     }
     sbd::NameHolderByToken(round.record, round.claims);
     return round;
-  }
-
-  /// A claim probe's answer as the engine's observation of the lock "demo".
-  static sbd::Observation AsObservation(const sbd::ClaimObservation& claim) {
-    sbd::Observation obs;
-    obs.member = claim.member;
-    obs.window = claim.window;
-    if (const sbd::ClaimReading* reading = claim.reading()) {
-      sbd::LockClaimReading lock;
-      lock.lock = "demo";
-      lock.claims = reading->state == sbd::ClaimReading::State::kClaims;
-      lock.competes = reading->state != sbd::ClaimReading::State::kAbsent;
-      lock.token = reading->token.value_or("");
-      obs.result = lock;
-    } else {
-      obs.result = *claim.failure();
-    }
-    return obs;
   }
 
   static sbd::RedisEndpoint Endpoint(int port) {
@@ -126,18 +109,22 @@ class LeaseWatch {
     keys.names = {"lease:demo"};
     return keys;
   }
-  static sbd::ClaimTarget Target(const std::string& member, const LeaseWorker& worker) {
-    sbd::ClaimTarget target;
-    target.member = member;
-    target.url = worker.metrics_url() + "/metrics";
-    target.query.lock = "demo";
-    target.query.token_label = "token";
-    return target;
+  static sbd::MemberSpec Candidate(const std::string& member, const LeaseWorker& worker) {
+    sbd::MemberSpec spec;
+    spec.name = member;
+    spec.claim_url = worker.metrics_url() + "/metrics";
+    return spec;
+  }
+  static sbd::ClaimQuery Query() {
+    sbd::ClaimQuery query;
+    query.lock = "demo";
+    query.token_label = "token";
+    return query;
   }
 
   sbd::testing::LeaseReaderOnLoop reader_;
-  sbd::MetricsClaimProbe a_;
-  sbd::MetricsClaimProbe b_;
+  sbd::LeaseClaimProbe a_;  // on the event loop, read through its blocking adapter
+  sbd::LeaseClaimProbe b_;
   sbd::ClusterSpec spec_;
 };
 

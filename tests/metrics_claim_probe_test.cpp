@@ -1,5 +1,6 @@
-// MetricsClaimProbe against real loopback listeners: a claim read, refused, hung, oversized and
-// non-200 targets, and two probes sent together through one start gate.
+// The claim probe (LeaseClaimProbe, on the event loop, through its blocking adapter) against
+// real loopback listeners: a claim read, refused, hung, oversized and non-200 targets, and two
+// probes sent together through one start gate.
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -11,7 +12,7 @@
 #include <future>
 #include <thread>
 
-#include "probes/metrics_claim.h"
+#include "probes/lease_adapters.h"
 #include "tests/support/process.h"
 
 namespace sbd {
@@ -63,25 +64,34 @@ class SilentListener {
   int port_ = 0;
 };
 
-ClaimTarget Target(const std::string& url) {
-  ClaimTarget target;
-  target.member = "worker-1";
-  target.url = url;
-  target.query.lock = "demo";
-  target.query.token_label = "token";
-  return target;
+MemberSpec Member(const std::string& url) {
+  MemberSpec member;
+  member.name = "worker-1";
+  member.claim_url = url;
+  return member;
+}
+
+ClaimQuery Query() {
+  ClaimQuery query;
+  query.lock = "demo";
+  query.token_label = "token";
+  return query;
+}
+
+bool Claims(const Observation& obs) {
+  return obs.lock_claim() != nullptr && obs.lock_claim()->claims;
 }
 
 SteadyClock::time_point In(int millis) { return SteadyClock::now() + milliseconds(millis); }
 
-ProbeFailureReason ReasonOf(const ClaimObservation& obs) {
+ProbeFailureReason ReasonOf(const Observation& obs) {
   REQUIRE(obs.failure() != nullptr);
   return obs.failure()->reason;
 }
 
 }  // namespace
 
-TEST_CASE("MetricsClaimProbe: reads the claim and its token, again on the kept connection") {
+TEST_CASE("LeaseClaimProbe: reads the claim and its token, again on the kept connection") {
   ClaimServer server;
   int value = 1;
   server.server().Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
@@ -89,21 +99,23 @@ TEST_CASE("MetricsClaimProbe: reads the claim and its token, again on the kept c
         "leader_election_master_status{name=\"demo\",token=\"tk\"} " + std::to_string(value) + "\n",
         "text/plain; version=0.0.4");
   });
-  MetricsClaimProbe probe(Target(server.url()));
+  LeaseClaimProbe probe(Member(server.url()), Query());
   auto obs = probe.Probe(In(2000), nullptr);
   CHECK(obs.member == "worker-1");
-  REQUIRE(obs.claims());
-  CHECK(obs.reading()->token == std::optional<std::string>("tk"));
+  REQUIRE(obs.lock_claim() != nullptr);
+  CHECK(obs.lock_claim()->claims);
+  CHECK(obs.lock_claim()->token == "tk");
   CHECK(obs.window.sent <= obs.window.received);
   value = 0;
   auto again = probe.Probe(In(2000), nullptr);
-  REQUIRE(again.reading() != nullptr);
-  CHECK(again.reading()->state == ClaimReading::State::kDoesNotClaim);
+  REQUIRE(again.lock_claim() != nullptr);
+  CHECK(again.lock_claim()->competes);
+  CHECK_FALSE(again.lock_claim()->claims);
 }
 
-TEST_CASE("MetricsClaimProbe: hung, oversized, non-200 and malformed are failures") {
+TEST_CASE("LeaseClaimProbe: hung, oversized, non-200 and malformed are failures") {
   SilentListener silent;
-  MetricsClaimProbe hung(Target(silent.url()));
+  LeaseClaimProbe hung(Member(silent.url()), Query());
   const auto started = SteadyClock::now();
   CHECK(ReasonOf(hung.Probe(In(300), nullptr)) == ProbeFailureReason::kTimeout);
   CHECK(SteadyClock::now() - started < milliseconds(800));
@@ -117,19 +129,19 @@ TEST_CASE("MetricsClaimProbe: hung, oversized, non-200 and malformed are failure
   server.server().Get("/bad", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("leader_election_master_status{name=\"demo\"} 0.5\n", "text/plain");
   });
-  MetricsClaimProbe big(Target(server.url("/big")));
+  LeaseClaimProbe big(Member(server.url("/big")), Query());
   CHECK(ReasonOf(big.Probe(In(2000), nullptr)) == ProbeFailureReason::kProtocol);
-  MetricsClaimProbe denied(Target(server.url("/denied")));
+  LeaseClaimProbe denied(Member(server.url("/denied")), Query());
   CHECK(ReasonOf(denied.Probe(In(2000), nullptr)) == ProbeFailureReason::kAuth);
-  MetricsClaimProbe missing(Target(server.url("/nothing-here")));
+  LeaseClaimProbe missing(Member(server.url("/nothing-here")), Query());
   CHECK(ReasonOf(missing.Probe(In(2000), nullptr)) == ProbeFailureReason::kProtocol);
-  MetricsClaimProbe bad(Target(server.url("/bad")));
+  LeaseClaimProbe bad(Member(server.url("/bad")), Query());
   CHECK(ReasonOf(bad.Probe(In(2000), nullptr)) == ProbeFailureReason::kProtocol);
-  MetricsClaimProbe scheme(Target("ftp://127.0.0.1:1/metrics"));
+  LeaseClaimProbe scheme(Member("ftp://127.0.0.1:1/metrics"), Query());
   CHECK(ReasonOf(scheme.Probe(In(2000), nullptr)) == ProbeFailureReason::kConfig);
 }
 
-TEST_CASE("MetricsClaimProbe: an answer trickling in past the deadline is a timeout") {
+TEST_CASE("LeaseClaimProbe: an answer trickling in past the deadline is a timeout") {
   ClaimServer server;
   server.server().Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
     res.set_chunked_content_provider("text/plain", [](size_t offset, httplib::DataSink& sink) {
@@ -140,27 +152,27 @@ TEST_CASE("MetricsClaimProbe: an answer trickling in past the deadline is a time
       return true;
     });
   });
-  MetricsClaimProbe probe(Target(server.url()));
+  LeaseClaimProbe probe(Member(server.url()), Query());
   const auto started = SteadyClock::now();
   CHECK(ReasonOf(probe.Probe(In(400), nullptr)) == ProbeFailureReason::kTimeout);
   CHECK(SteadyClock::now() - started < milliseconds(900));
 }
 
-TEST_CASE("MetricsClaimProbe: nothing listening is refused") {
+TEST_CASE("LeaseClaimProbe: nothing listening is refused") {
   const int port = testing::FreeLoopbackPort();
-  MetricsClaimProbe probe(Target("http://127.0.0.1:" + std::to_string(port) + "/metrics"));
+  LeaseClaimProbe probe(Member("http://127.0.0.1:" + std::to_string(port) + "/metrics"), Query());
   CHECK(ReasonOf(probe.Probe(In(2000), nullptr)) == ProbeFailureReason::kRefused);
 }
 
-TEST_CASE("MetricsClaimProbe: two probes through one gate send together; a failed one arrives") {
+TEST_CASE("LeaseClaimProbe: two probes through one gate send together; a failed one arrives") {
   ClaimServer server;
   std::atomic<int> requests{0};
   server.server().Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
     ++requests;
     res.set_content("leader_election_master_status{name=\"demo\",token=\"tk\"} 1\n", "text/plain");
   });
-  MetricsClaimProbe first(Target(server.url()));
-  MetricsClaimProbe second(Target(server.url()));
+  LeaseClaimProbe first(Member(server.url()), Query());
+  LeaseClaimProbe second(Member(server.url()), Query());
   StartGate gate(2);
   // The other probe is ready first; this one comes late on purpose. The gate must hold the
   // other's request until this one arrives: nothing reaches the server before, and both
@@ -172,20 +184,20 @@ TEST_CASE("MetricsClaimProbe: two probes through one gate send together; a faile
   const auto late = SteadyClock::now();
   auto mine = first.Probe(In(5000), &gate);
   auto theirs = other.get();
-  REQUIRE(mine.claims());
-  REQUIRE(theirs.claims());
+  REQUIRE(Claims(mine));
+  REQUIRE(Claims(theirs));
   CHECK(requests.load() == 2);
   CHECK(theirs.window.sent >= late);
   CHECK(mine.window.sent >= late);
 
   // A probe that fails before sending still arrives, so its partner does not wait it out.
-  MetricsClaimProbe broken(Target("ftp://127.0.0.1:1/metrics"));
+  LeaseClaimProbe broken(Member("ftp://127.0.0.1:1/metrics"), Query());
   StartGate gate2(2);
   auto failing = std::async(std::launch::async, [&] { return broken.Probe(In(5000), &gate2); });
   const auto started = SteadyClock::now();
   auto ok = first.Probe(In(5000), &gate2);
   CHECK(SteadyClock::now() - started < milliseconds(2000));
-  CHECK(ok.claims());
+  CHECK(Claims(ok));
   CHECK(failing.get().failure() != nullptr);
 }
 
