@@ -14,7 +14,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "probes/redis_client.h"
+#include "probes/redis_wire.h"
 #include "probes/redis_tls.h"
 
 namespace sbd {

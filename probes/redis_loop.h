@@ -154,7 +154,7 @@ class LoopRedisConnection : public std::enable_shared_from_this<LoopRedisConnect
   bool reply_begun_ = false;  ///< a reply is half read and its reply_bound_ is armed
 };
 
-/// A reply as the probes read it (probes/redis_client.h's RedisValue).
+/// A reply as the probes read it (RedisValue, probes/redis_wire.h).
 struct RedisValue;
 std::vector<RedisValue> RedisValuesOf(const std::vector<RedisReplyPtr>& replies);
 

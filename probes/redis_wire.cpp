@@ -134,4 +134,23 @@ int GetReplyBounded(redisContext* context, void** reply, std::size_t* budget) {
   return REDIS_OK;
 }
 
+RedisValue RedisValueOf(const redisReply& reply) {
+  RedisValue value;
+  value.error = reply.type == REDIS_REPLY_ERROR;
+  if (reply.type == REDIS_REPLY_INTEGER) value.text = std::to_string(reply.integer);
+  if (reply.str != nullptr) value.text.assign(reply.str, reply.len);
+  if (reply.type == REDIS_REPLY_ARRAY) {
+    for (size_t i = 0; i < reply.elements; ++i) {
+      const redisReply* item = reply.element[i];
+      if (item == nullptr) continue;
+      if (item->type == REDIS_REPLY_INTEGER) {
+        value.items.push_back(std::to_string(item->integer));
+      } else {
+        value.items.emplace_back(item->str != nullptr ? std::string(item->str, item->len) : "");
+      }
+    }
+  }
+  return value;
+}
+
 }  // namespace sbd

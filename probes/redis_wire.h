@@ -3,9 +3,11 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 struct redisContext;
 struct redisReader;
+struct redisReply;
 
 namespace sbd {
 
@@ -59,5 +61,16 @@ std::optional<std::string> RefusedArrayError();
 /// huge bulk string or a long array fails the call instead of growing memory. The same
 /// errstr names a refused array length. Thread-safe as above.
 int GetReplyBounded(redisContext* context, void** reply, std::size_t* budget);
+
+/// One reply of a pipelined command: an error reply (text), a string, or an array of strings
+/// (nested or integer elements are flattened to their text).
+struct RedisValue {
+  bool error = false;
+  std::string text;
+  std::vector<std::string> items;
+};
+
+/// The reply as a RedisValue (what the probes read).
+RedisValue RedisValueOf(const redisReply& reply);
 
 }  // namespace sbd

@@ -10,7 +10,7 @@
 #include "detector/config/config.h"
 #include "probes/async_probe.h"
 #include "probes/probe.h"
-#include "probes/redis_client.h"
+#include "probes/redis_wire.h"
 #include "probes/redis_info.h"
 
 namespace sbd {

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "detector/config/config.h"
-#include "probes/redis_client.h"
+#include "probes/redis_wire.h"
 #include "probes/redis_loop.h"
 
 namespace sbd {

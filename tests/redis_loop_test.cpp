@@ -12,7 +12,7 @@
 
 #include "probes/event_loop.h"
 #include "probes/lease_adapters.h"
-#include "probes/redis_client.h"
+#include "probes/redis_wire.h"
 #include "probes/sentinel.h"
 #include "tests/support/hostile_resp.h"
 #include "tests/support/syn_drop.h"

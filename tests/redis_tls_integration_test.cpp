@@ -9,10 +9,10 @@
 
 #include "detector/remediation/redis_fence.h"
 #include "probes/redis.h"
-#include "probes/redis_client.h"
 #include "probes/redis_wire.h"
 #include "probes/sentinel_watch.h"
-#include "tests/support/files.h"
+#include "tests/support//files.h"
+#include "tests/support/on_loop.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_sandbox.h"
 #include "tests/support/temp_dir.h"
@@ -70,7 +70,7 @@ struct Pki {
 };
 
 // Connect and ROLE, under one deadline; the replies or the failure.
-std::variant<std::vector<RedisValue>, ProbeFailure> Role(RedisClient& client,
+std::variant<std::vector<RedisValue>, ProbeFailure> Role(testing::RedisOnLoop& client,
                                                          milliseconds budget = seconds(5)) {
   const auto deadline = SteadyClock::now() + budget;
   if (auto failure = client.Connect(deadline)) return *failure;
@@ -82,14 +82,15 @@ ProbeFailure FailureOf(const std::variant<std::vector<RedisValue>, ProbeFailure>
   return std::get<ProbeFailure>(r);
 }
 
-TEST_CASE("RedisClient over TLS: ROLE and the member probe read a TLS-only server with AUTH",
-          "[redis][tls]") {
+TEST_CASE(
+    "LoopRedisConnection over TLS: ROLE and the member probe read a TLS-only server with AUTH",
+    "[redis][tls]") {
   Pki pki;
   testing::RedisSandbox sandbox;
   const testing::RedisProcess& server =
       sandbox.StartTlsServer("tls", pki.ServerConfig(true) + "requirepass tls-secret\n");
 
-  RedisClient client(server.address(), "", std::string("tls-secret"), pki.Client());
+  testing::RedisOnLoop client(server.address(), "", std::string("tls-secret"), pki.Client());
   auto replies = Role(client);
   if (auto* failure = std::get_if<ProbeFailure>(&replies)) FAIL(failure->message);
   const auto& values = std::get<std::vector<RedisValue>>(replies);
@@ -116,11 +117,12 @@ TEST_CASE("RedisClient over TLS: ROLE and the member probe read a TLS-only serve
   CHECK(obs.redis()->role == "master");
 }
 
-TEST_CASE("RedisClient over TLS: the reply caps hold as on the plain path", "[redis][tls]") {
+TEST_CASE("LoopRedisConnection over TLS: the reply caps hold as on the plain path",
+          "[redis][tls]") {
   Pki pki;
   testing::RedisSandbox sandbox;
   const testing::RedisProcess& server = sandbox.StartTlsServer("tls", pki.ServerConfig(false));
-  RedisClient client(server.address(), "", std::nullopt, pki.Client());
+  testing::RedisOnLoop client(server.address(), "", std::nullopt, pki.Client());
   std::vector<std::string> push = {"RPUSH", "long"};
   push.resize(push.size() + kMaxRedisArrayElements + 1, "x");
   const auto deadline = SteadyClock::now() + seconds(10);
@@ -161,7 +163,7 @@ TEST_CASE("SentinelWatch over TLS: subscribes with AUTH and reports a pushed eve
   const bool up = testing::WaitFor([&] { return watch.Status().up; }, seconds(10));
   INFO(watch.LastFailure());
   REQUIRE(up);
-  RedisClient publisher(server.address(), "", std::string("watch-secret"), pki.Client());
+  testing::RedisOnLoop publisher(server.address(), "", std::string("watch-secret"), pki.Client());
   const auto deadline = SteadyClock::now() + seconds(5);
   if (auto failure = publisher.Connect(deadline)) FAIL(failure->message);
   auto published =
@@ -183,13 +185,15 @@ TEST_CASE("SentinelWatch over TLS: subscribes with AUTH and reports a pushed eve
   CHECK_FALSE(untrusted.Status().up);
 }
 
-TEST_CASE("RedisClient over TLS: a wrong CA or server name fails verification, naming no secret",
-          "[redis][tls]") {
+TEST_CASE(
+    "LoopRedisConnection over TLS: a wrong CA or server name fails verification, naming no secret",
+    "[redis][tls]") {
   Pki pki;
   testing::RedisSandbox sandbox;
   const testing::RedisProcess& server = sandbox.StartTlsServer("tls", pki.ServerConfig(false));
 
-  RedisClient wrong_ca(server.address(), "", std::string("tls-secret"), pki.Client("other-ca.pem"));
+  testing::RedisOnLoop wrong_ca(server.address(), "", std::string("tls-secret"),
+                                pki.Client("other-ca.pem"));
   const ProbeFailure untrusted = FailureOf(Role(wrong_ca));
   CHECK(untrusted.reason == ProbeFailureReason::kProtocol);
   CHECK(untrusted.message.find("verification failed") != std::string::npos);
@@ -197,26 +201,27 @@ TEST_CASE("RedisClient over TLS: a wrong CA or server name fails verification, n
 
   RedisTlsSpec other_name = pki.Client();
   other_name.server_name = "redis.example.org";
-  RedisClient wrong_name(server.address(), "", std::nullopt, other_name);
+  testing::RedisOnLoop wrong_name(server.address(), "", std::nullopt, other_name);
   const ProbeFailure mismatch = FailureOf(Role(wrong_name));
   CHECK(mismatch.reason == ProbeFailureReason::kProtocol);
   CHECK(mismatch.message.find("verification failed for redis.example.org") != std::string::npos);
 
-  RedisClient no_ca_file(server.address(), "", std::nullopt, pki.Client("missing.pem"));
+  testing::RedisOnLoop no_ca_file(server.address(), "", std::nullopt, pki.Client("missing.pem"));
   const ProbeFailure unreadable = FailureOf(Role(no_ca_file));
   CHECK(unreadable.reason == ProbeFailureReason::kConfig);
   CHECK(unreadable.message.find("tls_ca_file") != std::string::npos);
 }
 
-TEST_CASE("RedisClient over TLS: a server requiring client certificates refuses a client without",
-          "[redis][tls]") {
+TEST_CASE(
+    "LoopRedisConnection over TLS: a server requiring client certificates refuses a client without",
+    "[redis][tls]") {
   Pki pki;
   testing::RedisSandbox sandbox;
   const testing::RedisProcess& server = sandbox.StartTlsServer("tls", pki.ServerConfig(true));
   RedisTlsSpec anonymous = pki.Client();
   anonymous.cert_file.clear();
   anonymous.key_file.clear();
-  RedisClient client(server.address(), "", std::nullopt, anonymous);
+  testing::RedisOnLoop client(server.address(), "", std::nullopt, anonymous);
   const ProbeFailure refused = FailureOf(Role(client));
   // TLS 1.3 finishes the client's handshake before the server checks the certificate: the
   // refusal arrives as an alert at the first read.
@@ -224,7 +229,7 @@ TEST_CASE("RedisClient over TLS: a server requiring client certificates refuses 
   CHECK_FALSE(refused.message.empty());
 }
 
-TEST_CASE("RedisClient: TLS against a plain port and plain against a TLS port fail in time",
+TEST_CASE("LoopRedisConnection: TLS against a plain port and plain against a TLS port fail in time",
           "[redis][tls]") {
   Pki pki;
   testing::RedisSandbox sandbox;
@@ -233,14 +238,14 @@ TEST_CASE("RedisClient: TLS against a plain port and plain against a TLS port fa
 
   const milliseconds budget(1500);
   auto started = SteadyClock::now();
-  RedisClient tls_to_plain(plain.address(), "", std::nullopt, pki.Client());
+  testing::RedisOnLoop tls_to_plain(plain.address(), "", std::nullopt, pki.Client());
   const ProbeFailure handshake = FailureOf(Role(tls_to_plain, budget));
   CHECK(SteadyClock::now() - started < budget + milliseconds(500));
   CHECK(handshake.reason != ProbeFailureReason::kInternal);
   CHECK(handshake.message.find("TLS handshake") != std::string::npos);
 
   started = SteadyClock::now();
-  RedisClient plain_to_tls(tls.address(), "", std::nullopt);
+  testing::RedisOnLoop plain_to_tls(tls.address(), "", std::nullopt);
   const ProbeFailure garbled = FailureOf(Role(plain_to_tls, budget));
   CHECK(SteadyClock::now() - started < budget + milliseconds(500));
   CHECK(garbled.reason != ProbeFailureReason::kInternal);
@@ -256,7 +261,7 @@ TEST_CASE(
   testing::RedisSandbox sandbox;
   const testing::RedisProcess& server =
       sandbox.StartTlsServer("tls", pki.ServerConfig(true) + "requirepass fence-secret\n");
-  RedisClient check(server.address(), "", std::string("fence-secret"), pki.Client());
+  testing::RedisOnLoop check(server.address(), "", std::string("fence-secret"), pki.Client());
   auto ask = [&](std::vector<std::string> command) {
     const auto deadline = SteadyClock::now() + seconds(5);
     if (auto failure = check.Connect(deadline)) FAIL(failure->message);

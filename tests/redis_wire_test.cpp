@@ -15,8 +15,8 @@
 #include <string>
 #include <thread>
 
-#include "probes/redis_client.h"
 #include "probes/redis_lease.h"
+#include "probes/redis_wire.h"
 #include "tests/support/on_loop.h"
 
 namespace sbd {
@@ -93,7 +93,7 @@ class HostileServer {
 SteadyClock::time_point InTenSeconds() { return SteadyClock::now() + std::chrono::seconds(10); }
 
 ProbeFailure AskInfo(int port) {
-  RedisClient client("127.0.0.1:" + std::to_string(port), "", std::nullopt);
+  testing::RedisOnLoop client("127.0.0.1:" + std::to_string(port), "", std::nullopt);
   REQUIRE_FALSE(client.Connect(InTenSeconds()).has_value());
   auto replies = client.Pipeline({{"INFO", "replication"}}, InTenSeconds());
   REQUIRE(std::holds_alternative<ProbeFailure>(replies));
@@ -102,7 +102,8 @@ ProbeFailure AskInfo(int port) {
 
 }  // namespace
 
-TEST_CASE("RedisClient: a bulk string over the cap fails the call, not memory", "[redis_wire]") {
+TEST_CASE("LoopRedisConnection: a bulk string over the cap fails the call, not memory",
+          "[redis_wire]") {
   // Announces 1 GiB and streams 16 MiB: the client must stop near the 4 MiB cap.
   HostileServer server("$1073741824\r\n", 16 * 1024 * 1024);
   const ProbeFailure failure = AskInfo(server.port());
@@ -111,7 +112,7 @@ TEST_CASE("RedisClient: a bulk string over the cap fails the call, not memory", 
   CHECK(failure.message.find("replies larger than 4194304 bytes") != std::string::npos);
 }
 
-TEST_CASE("RedisClient: an array announcing too many elements is refused before allocation",
+TEST_CASE("LoopRedisConnection: an array announcing too many elements is refused before allocation",
           "[redis_wire]") {
   HostileServer server("*2000000000\r\n:1\r\n", 0);
   const ProbeFailure failure = AskInfo(server.port());
@@ -122,7 +123,8 @@ TEST_CASE("RedisClient: an array announcing too many elements is refused before 
         std::string::npos);
 }
 
-TEST_CASE("RedisClient: nested arrays count together against the element cap", "[redis_wire]") {
+TEST_CASE("LoopRedisConnection: nested arrays count together against the element cap",
+          "[redis_wire]") {
   // 40000 + 40000 elements, each table allocated on announcement: refused at the second.
   HostileServer server("*1\r\n*40000\r\n:1\r\n*40000\r\n", 0);
   const ProbeFailure failure = AskInfo(server.port());
@@ -132,7 +134,7 @@ TEST_CASE("RedisClient: nested arrays count together against the element cap", "
         std::string::npos);
 }
 
-TEST_CASE("RedisClient: a long array of small elements over the cap fails the call",
+TEST_CASE("LoopRedisConnection: a long array of small elements over the cap fails the call",
           "[redis_wire]") {
   // 60000 elements (under the element cap) of 100-byte strings: 6 MB on the wire.
   std::string head = "*60000\r\n";

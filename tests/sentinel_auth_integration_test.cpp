@@ -12,12 +12,12 @@
 #include <fstream>
 #include <thread>
 
-#include "probes/redis_client.h"
 #include "probes/redis_wire.h"
 #include "probes/sentinel.h"
 #include "probes/sentinel_watch.h"
-#include "tests/support/files.h"
+#include "tests/support//files.h"
 #include "tests/support/hostile_resp.h"
+#include "tests/support/on_loop.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_sandbox.h"
 #include "tests/support/temp_dir.h"
@@ -241,7 +241,7 @@ TEST_CASE("SentinelWatch: the element cap is per push, so a long subscription ne
   std::atomic<int> wakes{0};
   SentinelWatch watch({server.address()}, "group", [&] { ++wakes; });
   REQUIRE(testing::WaitFor([&] { return watch.Status().up; }, seconds(10)));
-  RedisClient publisher(server.address(), "", std::nullopt);
+  testing::RedisOnLoop publisher(server.address(), "", std::nullopt);
   const auto deadline = SteadyClock::now() + seconds(30);
   if (auto failure = publisher.Connect(deadline)) FAIL(failure->message);
   // Three elements a message: 32,000 messages are 96,000 elements, over the cap of 65,536.

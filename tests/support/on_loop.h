@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -13,6 +14,8 @@
 #include "probes/http_json.h"
 #include "probes/http_loop.h"
 #include "probes/redis_lease.h"
+#include "probes/redis_loop.h"
+#include "probes/redis_wire.h"
 
 namespace sbd::testing {
 
@@ -84,6 +87,68 @@ class LeaseReaderOnLoop {
   RedisEndpoint endpoint_;
   LeaseKeys keys_;
   std::shared_ptr<LoopLeaseReader> reader_;  // loop thread only
+};
+
+/// A LoopRedisConnection on a loop of its own, called by blocking calls: a test's client of a
+/// real Redis server or sentinel (PUBLISH, ROLE), on the same code the probes read with.
+class RedisOnLoop {
+ public:
+  RedisOnLoop(std::string address, std::string username, std::optional<std::string> password,
+              std::optional<RedisTlsSpec> tls = std::nullopt)
+      : connection_(LoopRedisConnection::Create(loop_, std::move(address), std::move(username),
+                                                std::move(password), std::move(tls))) {}
+  ~RedisOnLoop() {
+    std::promise<void> closed;
+    loop_.Post([&] {
+      connection_->Close();
+      connection_.reset();  // its handles belong to the loop thread
+      closed.set_value();
+    });
+    closed.get_future().wait();
+  }
+  RedisOnLoop(const RedisOnLoop&) = delete;
+  RedisOnLoop& operator=(const RedisOnLoop&) = delete;
+
+  /// Connects and authenticates unless connected; nullopt on success.
+  std::optional<ProbeFailure> Connect(SteadyClock::time_point deadline) {
+    return Wait<std::optional<ProbeFailure>>(deadline, [&](auto done) {
+      connection_->Connect(deadline, [done](LoopRedisConnection::Failed failed) { done(failed); });
+    });
+  }
+
+  /// Sends every command at once and reads one reply per command. Needs Connect().
+  std::variant<std::vector<RedisValue>, ProbeFailure> Pipeline(
+      std::vector<std::vector<std::string>> commands, SteadyClock::time_point deadline) {
+    using Values = std::variant<std::vector<RedisValue>, ProbeFailure>;
+    return Wait<Values>(deadline, [&](auto done) {
+      connection_->Pipeline(std::move(commands), deadline,
+                            [done](LoopRedisConnection::Replies replies) {
+                              if (auto* failure = std::get_if<ProbeFailure>(&replies)) {
+                                return done(Values(*failure));
+                              }
+                              std::vector<RedisValue> values;
+                              for (const auto& reply : std::get<0>(replies)) {
+                                values.push_back(RedisValueOf(*reply));
+                              }
+                              done(Values(std::move(values)));
+                            });
+    });
+  }
+
+ private:
+  template <typename Result, typename Call>
+  Result Wait(SteadyClock::time_point deadline, Call call) {
+    auto promise = std::make_shared<std::promise<Result>>();
+    auto answer = promise->get_future();
+    loop_.Post([&] { call([promise](Result result) { promise->set_value(std::move(result)); }); });
+    if (answer.wait_until(deadline + std::chrono::seconds(10)) != std::future_status::ready) {
+      std::abort();  // the connection answers by its deadline: the loop itself is stuck
+    }
+    return answer.get();
+  }
+
+  EventLoop loop_;
+  std::shared_ptr<LoopRedisConnection> connection_;  // loop thread only
 };
 
 }  // namespace sbd::testing
