@@ -32,7 +32,7 @@ using RedisReplyPtr = std::unique_ptr<redisReply, RedisReplyDeleter>;
 /// non-blocking socket watched by SocketWatch, commands formatted by hiredis
 /// (redisFormatCommandArgv), replies parsed by its reader, and TLS (when `tls` is set) by
 /// OpenSSL on the same socket (SSL_connect/SSL_read/SSL_write, waiting on WANT_READ/WANT_WRITE),
-/// with the checks of RedisTlsConnection (CA, server name, TLS 1.2 at least). No thread is held
+/// with the checks of NewRedisTlsSession (CA, server name, TLS 1.2 at least). No thread is held
 /// while a peer is slow.
 ///
 /// Bounded as a whole: each call has one deadline, for the connect, the TLS handshake and AUTH

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-struct redisContext;
 struct redisReader;
 struct redisReply;
 
@@ -19,19 +18,9 @@ constexpr std::size_t kMaxRedisPipelineBytes = 4 * 1024 * 1024;
 /// allocates each element table for the announced count before any element arrives.
 constexpr int kMaxRedisArrayElements = 64 * 1024;
 
-/// Makes the context's reader refuse a reply whose arrays announce more than
-/// kMaxRedisArrayElements elements in all (a protocol error), counted per GetReplyBounded()
-/// call: read such a context only through it. Call once per context, after connect.
-/// Thread-safe (each context belongs to one thread at a time).
-void LimitRedisReplies(redisContext* context);
-
-/// LimitRedisReplies for a reader of our own (the TLS transport feeds one directly): read it
-/// with BeginBoundedReply() before each reply and RefusedArrayError() after a reader error.
-void LimitRedisReader(redisReader* reader);
-
-/// One reader's own count of the array elements its reply announces, for readers that share a
-/// thread with others (the event loop reads every connection's replies on one thread, a reply
-/// half read on each): the count then cannot leak from one connection's reply into another's.
+/// One connection's count of the array elements its reply announces: the event loop reads every
+/// connection's replies on one thread, a reply half read on each, so the count is kept per
+/// connection and cannot leak from one connection's reply into another's.
 struct RedisReplyCaps {
   long long elements_left = kMaxRedisArrayElements;
   int refused_elements = -1;  ///< the announcement refused, if any
@@ -44,23 +33,11 @@ struct RedisReplyCaps {
   std::optional<std::string> RefusedArrayError() const;
 };
 
-/// LimitRedisReader with the count kept in `caps` (which must outlive the reader) instead of
-/// the thread's: call caps->Begin() before each reply.
+/// Makes `reader` (using hiredis' own reply constructors) refuse a reply whose arrays announce
+/// more than kMaxRedisArrayElements elements in all, counted in `caps` (which must outlive the
+/// reader): call caps->Begin() before each reply, caps->RefusedArrayError() after a reader
+/// error.
 void LimitRedisReader(redisReader* reader, RedisReplyCaps* caps);
-
-/// Starts counting a new reply's array elements on this thread.
-void BeginBoundedReply();
-
-/// After a limited reader failed: the words for an array over the element cap, if that was
-/// the cause (nullopt for any other reader error). Clears it.
-std::optional<std::string> RefusedArrayError();
-
-/// redisGetReply for a blocking context, counting the bytes received against `*budget` (what
-/// is left of kMaxRedisPipelineBytes for this pipeline): when a reply would exceed it, the
-/// read stops with REDIS_ERR, `context->err` REDIS_ERR_PROTOCOL and `errstr` saying so, so a
-/// huge bulk string or a long array fails the call instead of growing memory. The same
-/// errstr names a refused array length. Thread-safe as above.
-int GetReplyBounded(redisContext* context, void** reply, std::size_t* budget);
 
 /// One reply of a pipelined command: an error reply (text), a string, or an array of strings
 /// (nested or integer elements are flattened to their text).
