@@ -14,8 +14,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "probes/redis_wire.h"
 #include "probes/redis_tls.h"
+#include "probes/redis_wire.h"
 
 namespace sbd {
 namespace {

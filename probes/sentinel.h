@@ -10,8 +10,8 @@
 #include "detector/config/config.h"
 #include "probes/async_probe.h"
 #include "probes/probe.h"
-#include "probes/redis_wire.h"
 #include "probes/redis_info.h"
+#include "probes/redis_wire.h"
 
 namespace sbd {
 

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "detector/config/config.h"
-#include "probes/redis_wire.h"
 #include "probes/redis_loop.h"
+#include "probes/redis_wire.h"
 
 namespace sbd {
 namespace {

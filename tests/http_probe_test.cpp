@@ -17,8 +17,8 @@
 #include "probes/http_json.h"
 #include "probes/http_loop.h"
 #include "probes/patroni.h"
-#include "tests/support/on_loop.h"
 #include "tests/support/hostile_http.h"
+#include "tests/support/on_loop.h"
 #include "tests/support/process.h"
 #include "tests/support/syn_drop.h"
 

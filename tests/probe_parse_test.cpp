@@ -14,8 +14,8 @@
 #include "probes/patroni.h"
 #include "probes/postgres.h"
 #include "probes/redis_info.h"
-#include "tests/support/on_loop.h"
 #include "tests/support/files.h"
+#include "tests/support/on_loop.h"
 #include "tests/support/temp_dir.h"
 
 namespace sbd {
