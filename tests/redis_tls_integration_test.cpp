@@ -11,7 +11,7 @@
 #include "probes/redis.h"
 #include "probes/redis_wire.h"
 #include "probes/sentinel_watch.h"
-#include "tests/support//files.h"
+#include "tests/support/files.h"
 #include "tests/support/on_loop.h"
 #include "tests/support/process.h"
 #include "tests/support/redis_sandbox.h"

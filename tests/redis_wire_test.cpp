@@ -16,7 +16,6 @@
 #include <thread>
 
 #include "probes/redis_lease.h"
-#include "probes/redis_wire.h"
 #include "tests/support/on_loop.h"
 
 namespace sbd {

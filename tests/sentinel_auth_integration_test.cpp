@@ -15,7 +15,7 @@
 #include "probes/redis_wire.h"
 #include "probes/sentinel.h"
 #include "probes/sentinel_watch.h"
-#include "tests/support//files.h"
+#include "tests/support/files.h"
 #include "tests/support/hostile_resp.h"
 #include "tests/support/on_loop.h"
 #include "tests/support/process.h"

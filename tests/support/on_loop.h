@@ -27,13 +27,17 @@ inline std::variant<nlohmann::json, ProbeFailure> FetchJsonOnLoop(
   auto answer = promise.get_future();
   std::unique_ptr<LoopHttpClient> client;
   loop.Post([&] {
-    client = std::make_unique<LoopHttpClient>(loop);
-    StartFetchJson(
-        *client, base_url, path, post_body, deadline,
-        [&](std::variant<nlohmann::json, ProbeFailure> result) {
-          promise.set_value(std::move(result));
-        },
-        max_bytes);
+    try {  // a throw reaches the test (the loop would count it and carry on)
+      client = std::make_unique<LoopHttpClient>(loop);
+      StartFetchJson(
+          *client, base_url, path, post_body, deadline,
+          [&](std::variant<nlohmann::json, ProbeFailure> result) {
+            promise.set_value(std::move(result));
+          },
+          max_bytes);
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+    }
   });
   // The client answers by its deadline; far beyond it, the loop itself is stuck.
   if (answer.wait_until(deadline + std::chrono::seconds(10)) != std::future_status::ready) {
@@ -71,10 +75,14 @@ class LeaseReaderOnLoop {
     std::promise<std::variant<LeaseRecord, ProbeFailure>> promise;
     auto answer = promise.get_future();
     loop_.Post([&] {
-      if (!reader_) reader_ = std::make_shared<LoopLeaseReader>(loop_, endpoint_, keys_);
-      reader_->Start(deadline, [&](std::variant<LeaseRecord, ProbeFailure> result) {
-        promise.set_value(std::move(result));
-      });
+      try {  // a throw reaches the test (the loop would count it and carry on)
+        if (!reader_) reader_ = std::make_shared<LoopLeaseReader>(loop_, endpoint_, keys_);
+        reader_->Start(deadline, [&](std::variant<LeaseRecord, ProbeFailure> result) {
+          promise.set_value(std::move(result));
+        });
+      } catch (...) {
+        promise.set_exception(std::current_exception());
+      }
     });
     if (answer.wait_until(deadline + std::chrono::seconds(10)) != std::future_status::ready) {
       std::abort();  // the reader answers by its deadline: the loop itself is stuck
@@ -140,7 +148,13 @@ class RedisOnLoop {
   Result Wait(SteadyClock::time_point deadline, Call call) {
     auto promise = std::make_shared<std::promise<Result>>();
     auto answer = promise->get_future();
-    loop_.Post([&] { call([promise](Result result) { promise->set_value(std::move(result)); }); });
+    loop_.Post([&] {
+      try {  // a throw reaches the test (the loop would count it and carry on)
+        call([promise](Result result) { promise->set_value(std::move(result)); });
+      } catch (...) {
+        promise->set_exception(std::current_exception());
+      }
+    });
     if (answer.wait_until(deadline + std::chrono::seconds(10)) != std::future_status::ready) {
       std::abort();  // the connection answers by its deadline: the loop itself is stuck
     }
