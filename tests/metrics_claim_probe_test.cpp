@@ -201,4 +201,67 @@ TEST_CASE("LeaseClaimProbe: two probes through one gate send together; a failed 
   CHECK(failing.get().failure() != nullptr);
 }
 
+TEST_CASE(
+    "LeaseClaimProbe: on the loop, two starts through one LoopGate send together; one that "
+    "fails leaves") {
+  ClaimServer server;
+  std::atomic<int> requests{0};
+  server.server().Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    ++requests;
+    res.set_content("leader_election_master_status{name=\"demo\",token=\"tk\"} 1\n", "text/plain");
+  });
+  LeaseClaimProbe first(Member(server.url()), Query());
+  LeaseClaimProbe second(Member(server.url()), Query());
+  EventLoop& loop = EventLoop::Shared();
+  const auto wait = [](std::future<Observation>& answer) {
+    REQUIRE(answer.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    return answer.get();
+  };
+
+  // The scheduler's confirmation path: Start() on the loop with a shared LoopGate. The party
+  // that starts first is ready at once; its request must wait for the other's arrival.
+  auto gate = std::make_shared<LoopGate>(2);
+  std::promise<Observation> theirs_promise;
+  std::promise<Observation> mine_promise;
+  auto theirs_answer = theirs_promise.get_future();
+  auto mine_answer = mine_promise.get_future();
+  loop.Post([&] {
+    second.Start(In(5000), gate,
+                 [&](Observation obs) { theirs_promise.set_value(std::move(obs)); });
+  });
+  std::this_thread::sleep_for(milliseconds(300));  // long enough for a request not held back
+  CHECK(requests.load() == 0);
+  const auto late = SteadyClock::now();
+  loop.Post([&] {
+    first.Start(In(5000), gate, [&](Observation obs) { mine_promise.set_value(std::move(obs)); });
+  });
+  const Observation theirs = wait(theirs_answer);
+  const Observation mine = wait(mine_answer);
+  REQUIRE(Claims(mine));
+  REQUIRE(Claims(theirs));
+  CHECK(requests.load() == 2);
+  CHECK(theirs.window.sent >= late);
+  CHECK(mine.window.sent >= late);
+
+  // A party that fails before sending leaves the gate: its partner sends without waiting it out.
+  LeaseClaimProbe broken(Member("ftp://127.0.0.1:1/metrics"), Query());
+  auto gate2 = std::make_shared<LoopGate>(2);
+  std::promise<Observation> failed_promise;
+  std::promise<Observation> ok_promise;
+  auto failed_answer = failed_promise.get_future();
+  auto ok_answer = ok_promise.get_future();
+  const auto started = SteadyClock::now();
+  loop.Post([&] {
+    broken.Start(In(5000), gate2,
+                 [&](Observation obs) { failed_promise.set_value(std::move(obs)); });
+    first.Start(In(5000), gate2, [&](Observation obs) { ok_promise.set_value(std::move(obs)); });
+  });
+  const Observation ok = wait(ok_answer);
+  CHECK(SteadyClock::now() - started < milliseconds(2000));
+  CHECK(Claims(ok));
+  const Observation failed = wait(failed_answer);
+  REQUIRE(failed.failure() != nullptr);
+  CHECK(failed.failure()->reason == ProbeFailureReason::kConfig);
+}
+
 }  // namespace sbd
