@@ -42,6 +42,20 @@ class ClaimServer {
   std::thread thread_;
 };
 
+/// A candidate that claims the lock "demo" with token "tk" in every answer, counting them.
+struct ClaimingServer {
+  ClaimingServer() {
+    server.server().Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      ++requests;
+      res.set_content("leader_election_master_status{name=\"demo\",token=\"tk\"} 1\n",
+                      "text/plain");
+    });
+  }
+  std::string url() const { return server.url(); }
+  std::atomic<int> requests{0};
+  ClaimServer server;  // after `requests`: stopped before it goes
+};
+
 /// Listens but never accepts or answers: a frozen process.
 class SilentListener {
  public:
@@ -80,6 +94,17 @@ ClaimQuery Query() {
 
 bool Claims(const Observation& obs) {
   return obs.lock_claim() != nullptr && obs.lock_claim()->claims;
+}
+
+/// Two claims read through one gate: both claim, the server saw two requests, and both were
+/// sent after `late`, when the second party arrived.
+void CheckSentTogether(const Observation& mine, const Observation& theirs, int requests,
+                       SteadyClock::time_point late) {
+  REQUIRE(Claims(mine));
+  REQUIRE(Claims(theirs));
+  CHECK(requests == 2);
+  CHECK(theirs.window.sent >= late);
+  CHECK(mine.window.sent >= late);
 }
 
 SteadyClock::time_point In(int millis) { return SteadyClock::now() + milliseconds(millis); }
@@ -165,12 +190,8 @@ TEST_CASE("LeaseClaimProbe: nothing listening is refused") {
 }
 
 TEST_CASE("LeaseClaimProbe: two probes through one gate send together; a failed one arrives") {
-  ClaimServer server;
-  std::atomic<int> requests{0};
-  server.server().Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    ++requests;
-    res.set_content("leader_election_master_status{name=\"demo\",token=\"tk\"} 1\n", "text/plain");
-  });
+  ClaimingServer server;
+  std::atomic<int>& requests = server.requests;
   LeaseClaimProbe first(Member(server.url()), Query());
   LeaseClaimProbe second(Member(server.url()), Query());
   StartGate gate(2);
@@ -184,11 +205,7 @@ TEST_CASE("LeaseClaimProbe: two probes through one gate send together; a failed 
   const auto late = SteadyClock::now();
   auto mine = first.Probe(In(5000), &gate);
   auto theirs = other.get();
-  REQUIRE(Claims(mine));
-  REQUIRE(Claims(theirs));
-  CHECK(requests.load() == 2);
-  CHECK(theirs.window.sent >= late);
-  CHECK(mine.window.sent >= late);
+  CheckSentTogether(mine, theirs, requests.load(), late);
 
   // A probe that fails before sending still arrives, so its partner does not wait it out.
   LeaseClaimProbe broken(Member("ftp://127.0.0.1:1/metrics"), Query());
@@ -204,12 +221,8 @@ TEST_CASE("LeaseClaimProbe: two probes through one gate send together; a failed 
 TEST_CASE(
     "LeaseClaimProbe: on the loop, two starts through one LoopGate send together; one that "
     "fails leaves") {
-  ClaimServer server;
-  std::atomic<int> requests{0};
-  server.server().Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    ++requests;
-    res.set_content("leader_election_master_status{name=\"demo\",token=\"tk\"} 1\n", "text/plain");
-  });
+  ClaimingServer server;
+  std::atomic<int>& requests = server.requests;
   LeaseClaimProbe first(Member(server.url()), Query());
   LeaseClaimProbe second(Member(server.url()), Query());
   EventLoop& loop = EventLoop::Shared();
@@ -237,11 +250,7 @@ TEST_CASE(
   });
   const Observation theirs = wait(theirs_answer);
   const Observation mine = wait(mine_answer);
-  REQUIRE(Claims(mine));
-  REQUIRE(Claims(theirs));
-  CHECK(requests.load() == 2);
-  CHECK(theirs.window.sent >= late);
-  CHECK(mine.window.sent >= late);
+  CheckSentTogether(mine, theirs, requests.load(), late);
 
   // A party that fails before sending leaves the gate: its partner sends without waiting it out.
   LeaseClaimProbe broken(Member("ftp://127.0.0.1:1/metrics"), Query());
