@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <iostream>
 #include <stdexcept>
 
 #include "tests/support/files.h"
@@ -242,6 +243,84 @@ size_t RepmgrCluster::StreamingStandbys(size_t index) const {
   } catch (const std::exception&) {
     return 0;
   }
+}
+
+namespace {
+
+// A psql -At query's output, or nothing when the server does not answer.
+std::optional<std::string> TryPsql(const std::string& socket_dir, int port,
+                                   const std::string& sql) {
+  const CommandResult result =
+      RunCommand(PsqlCommand({"-h", socket_dir, "-p", std::to_string(port), "-U", "postgres", "-d",
+                              "postgres", "-c", sql}),
+                 true, seconds(10));
+  if (result.exit_code != 0) return std::nullopt;
+  return Trim(result.output);
+}
+
+}  // namespace
+
+bool RepmgrCluster::AwaitStandbys(size_t primary, seconds patience, seconds timeout) const {
+  const size_t others = nodes_.size() - 1;
+  const auto all = [&] { return StreamingStandbys(primary) == others; };
+  if (WaitFor(all, patience)) return true;
+  std::cout << "repmgr sandbox: not every standby streams from " << nodes_[primary].name
+            << " after " << patience.count() << " s; putting them back by hand\n"
+            << Describe(primary);
+  const std::optional<std::string> streaming =
+      TryPsql(root(), nodes_[primary].port,
+              "SELECT string_agg(application_name, ',') FROM pg_stat_replication WHERE state = "
+              "'streaming'");
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (i == primary) continue;
+    const std::string& name = nodes_[i].name;
+    if (streaming && ("," + *streaming + ",").find("," + name + ",") != std::string::npos) continue;
+    const bool running = TryPsql(root(), nodes_[i].port, "SELECT 1").has_value();
+    const std::vector<std::string> args =
+        running
+            ? std::vector<std::string>{"standby", "follow",
+                                       "--upstream-node-id=" + std::to_string(nodes_[primary].id)}
+            : std::vector<std::string>{"node",
+                                       "rejoin",
+                                       "-h",
+                                       "127.0.0.1",
+                                       "-p",
+                                       std::to_string(nodes_[primary].port),
+                                       "-U",
+                                       "postgres",
+                                       "-d",
+                                       "repmgr",
+                                       "--force-rewind"};
+    const CommandResult result = TryRepmgr(i, args, seconds(90));
+    std::cout << "repmgr sandbox: " << name << " (" << (running ? "running" : "down") << "): "
+              << DescribeCommandRun(RepmgrArgv(nodes_[i], args), result.exit_code, result.output)
+              << "\n";
+  }
+  const bool back = WaitFor(all, timeout - patience);
+  if (!back) std::cout << Describe(primary);
+  return back;
+}
+
+std::string RepmgrCluster::Describe(size_t from) const {
+  std::string out;
+  const CommandResult show = TryRepmgr(from, {"cluster", "show"}, seconds(30));
+  out += "repmgr cluster show (exit " + std::to_string(show.exit_code) + "):\n" + show.output;
+  for (const Node& node : nodes_) {
+    const std::optional<std::string> recovery =
+        TryPsql(root(), node.port, "SELECT pg_is_in_recovery()");
+    out += "-- " + node.name + ": " +
+           (!recovery          ? "does not answer"
+            : *recovery == "t" ? "in recovery"
+                               : "writable");
+    if (recovery) {
+      const std::optional<std::string> from = TryPsql(
+          root(), node.port,
+          "SELECT string_agg(application_name || ' ' || state, ', ') FROM pg_stat_replication");
+      out += "; streaming from it: " + (from && !from->empty() ? *from : std::string("none"));
+    }
+    out += "\n" + Tail(node.dir + "/server.log", 8) + "\n";
+  }
+  return out;
 }
 
 void RepmgrCluster::Freeze(size_t index) {

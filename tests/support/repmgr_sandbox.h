@@ -65,6 +65,15 @@ class RepmgrCluster {
   /// How many standbys the node's pg_stat_replication shows streaming (0 when it does not
   /// answer). `repmgr standby switchover` refuses a standby not attached to the primary yet.
   size_t StreamingStandbys(size_t index) const;
+  /// Waits until every other node streams from node `primary`. One that has not after
+  /// `patience` is printed (Describe()) and put back by hand: a standby running follows with
+  /// `repmgr standby follow`, a server that is down rejoins with `repmgr node rejoin`; then
+  /// the wait goes on up to `timeout`. Returns whether all stream.
+  bool AwaitStandbys(size_t primary, std::chrono::seconds patience,
+                     std::chrono::seconds timeout) const;
+  /// For a failure's log: `repmgr cluster show` run on node `from`, and for each node whether it
+  /// answers, whether it is in recovery, who streams from it, and the end of its server log.
+  std::string Describe(size_t from) const;
 
   /// SIGSTOP of the postmaster and its children (a frozen host); Thaw() resumes them.
   void Freeze(size_t index);
