@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -506,5 +509,61 @@ void LoopHttpClient::StartStream(const HttpRequest& request,
 }
 
 bool LoopHttpClient::busy() const { return impl_->in_flight; }
+
+struct BlockingHttpCall::State {
+  std::mutex mu;
+  std::condition_variable changed;
+  std::optional<HttpResult> result;        // guarded by mu
+  bool canceled = false;                   // guarded by mu
+  std::unique_ptr<LoopHttpClient> client;  // the loop thread's only
+};
+
+BlockingHttpCall::BlockingHttpCall(EventLoop& loop, HttpRequest request,
+                                   SteadyClock::time_point deadline,
+                                   std::chrono::milliseconds grace)
+    : loop_(loop), state_(std::make_shared<State>()), give_up_(deadline + grace) {
+  if (loop.OnLoopThread()) {
+    state_->result = ProbeFailure{ProbeFailureReason::kInternal,
+                                  "internal: a blocking request on the event loop's own thread"};
+    return;
+  }
+  loop.Post([&loop, state = state_, request = std::move(request), deadline] {
+    state->client = std::make_unique<LoopHttpClient>(loop);
+    state->client->Start(request, deadline, [state](HttpResult result) {
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->result = std::move(result);
+      state->changed.notify_all();
+    });
+  });
+}
+
+BlockingHttpCall::~BlockingHttpCall() {
+  // The done callback holds the state, and the state the client: dropping the client on the
+  // loop thread ends both. Waited for (briefly), so that a loop destroyed next drops nothing
+  // of ours off its thread.
+  auto dropped = std::make_shared<std::promise<void>>();
+  std::future<void> gone = dropped->get_future();
+  loop_.Post([state = state_, dropped] {
+    state->client.reset();
+    dropped->set_value();
+  });
+  if (!loop_.OnLoopThread()) gone.wait_for(std::chrono::seconds(2));
+}
+
+HttpResult BlockingHttpCall::Wait() {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->changed.wait_until(lock, give_up_,
+                             [&] { return state_->result.has_value() || state_->canceled; });
+  if (state_->result) return *state_->result;
+  return ProbeFailure{ProbeFailureReason::kInternal,
+                      state_->canceled ? "the request was canceled"
+                                       : "no answer from the event loop by the deadline"};
+}
+
+void BlockingHttpCall::Cancel() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->canceled = true;
+  state_->changed.notify_all();
+}
 
 }  // namespace sbd

@@ -92,4 +92,32 @@ class LoopHttpClient {
   std::unique_ptr<Impl> impl_;
 };
 
+/// One request from a thread that is not the loop's (the alert pusher's workers, the hook
+/// fence): the construction hands it to `loop`, Wait() blocks the caller (never the loop) until
+/// the answer, `deadline` plus `grace` (a loop running late), or Cancel(). The client is made,
+/// used and dropped on the loop thread. Never on the loop thread itself (Wait would deadlock:
+/// it answers a failure at once). Cancel() is thread-safe; the rest is the caller's thread's.
+class BlockingHttpCall {
+ public:
+  BlockingHttpCall(EventLoop& loop, HttpRequest request, SteadyClock::time_point deadline,
+                   std::chrono::milliseconds grace = std::chrono::seconds(2));
+  /// Hands the client to the loop thread to drop (one still in flight ends without an answer)
+  /// and waits for that, at most 2 s.
+  ~BlockingHttpCall();
+  BlockingHttpCall(const BlockingHttpCall&) = delete;
+  BlockingHttpCall& operator=(const BlockingHttpCall&) = delete;
+
+  /// The answer or the failure; a kInternal failure when canceled, or when the loop never
+  /// answered by deadline + grace. Call once.
+  HttpResult Wait();
+  /// Wait() returns at once (and any later Wait()).
+  void Cancel();
+
+ private:
+  struct State;
+  EventLoop& loop_;
+  std::shared_ptr<State> state_;
+  SteadyClock::time_point give_up_;
+};
+
 }  // namespace sbd

@@ -6,7 +6,6 @@
 #include <cctype>
 #include <ctime>
 #include <fstream>
-#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -62,27 +61,11 @@ FenceOutcome Call(const HookFenceTarget& target) {
   const std::chrono::milliseconds timeout =
       target.timeout.count() < 1 ? std::chrono::milliseconds(1) : target.timeout;
 
-  auto done = std::make_shared<std::promise<HttpResult>>();
-  std::future<HttpResult> answer = done->get_future();
-  std::unique_ptr<LoopHttpClient> client;  // made, used and dropped on the loop thread only
-  EventLoop loop;                          // after `client`: joined before it goes
+  EventLoop loop;  // before the call, which hands its client back to it
   const SteadyClock::time_point start = SteadyClock::now();
-  loop.Post([&loop, &client, &request, done, deadline = start + timeout] {
-    client = std::make_unique<LoopHttpClient>(loop);
-    client->Start(request, deadline, [done](HttpResult result) { done->set_value(result); });
-  });
-  const bool answered = answer.wait_for(timeout + kLoopBound) == std::future_status::ready;
-  auto dropped = std::make_shared<std::promise<void>>();
-  std::future<void> gone = dropped->get_future();
-  loop.Post([&client, dropped] {
-    client.reset();
-    dropped->set_value();
-  });
-  gone.wait_for(kLoopBound);
-  if (!answered) return Failed("no answer from the hook's loop");
+  HttpResult result = BlockingHttpCall(loop, request, start + timeout, kLoopBound).Wait();
   const long ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
-  HttpResult result = answer.get();
   if (const ProbeFailure* failure = std::get_if<ProbeFailure>(&result)) {
     return Failed("the hook failed after " + std::to_string(ms) + " ms: " + failure->message);
   }
