@@ -1,6 +1,5 @@
 #include "detector/alerting/alert_pusher.h"
 
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 #include <time.h>
 
@@ -14,6 +13,8 @@
 #include "detector/common/alertmanager_url.h"
 #include "detector/common/internal_errors.h"
 #include "detector/common/json_text.h"
+#include "probes/event_loop.h"
+#include "probes/http_loop.h"
 
 namespace sbd {
 namespace {
@@ -47,42 +48,22 @@ bool ValidLabelName(const std::string& name) {
   return true;
 }
 
-std::string FormatMillis(milliseconds d) { return std::to_string(d.count()) + "ms"; }
-
-std::string DescribeError(httplib::Error error, milliseconds timeout) {
-  std::string what;
-  switch (error) {
-    case httplib::Error::Connection:
-      what =
-          "cannot connect (refused, unreachable or no answer within " + FormatMillis(timeout) + ")";
-      break;
-    case httplib::Error::ConnectionTimeout:
-      what = "connect timed out after " + FormatMillis(timeout);
-      break;
-    case httplib::Error::Read:
-      what = "no response within " + FormatMillis(timeout) + " (read failed or timed out)";
-      break;
-    case httplib::Error::Write:
-      what = "sending the request failed";
-      break;
-    case httplib::Error::Canceled:
-      what = "request canceled";
-      break;
-    case httplib::Error::SSLConnection:
-      what = "TLS handshake failed";
-      break;
-    case httplib::Error::SSLLoadingCerts:
-      what = "cannot load CA certificates";
-      break;
-    case httplib::Error::SSLServerVerification:
-      what = "TLS server certificate verification failed";
-      break;
+// A failed POST in the words of last_error: the bound it broke, never the credentials
+// (LoopHttpClient's messages name the request and the bound only).
+std::string Describe(const ProbeFailure& failure) {
+  switch (failure.reason) {
+    case ProbeFailureReason::kRefused:
+    case ProbeFailureReason::kUnreachable:
+      return "cannot connect (refused or unreachable): " + failure.message;
+    case ProbeFailureReason::kAuth:
+      return "TLS server certificate verification failed: " + failure.message;
     default:
-      what = "request failed";
-      break;
+      return failure.message;
   }
-  return what + " (" + httplib::to_string(error) + ")";
 }
+
+// Most bytes of an Alertmanager's answer kept (its error text; a success is a short JSON).
+constexpr size_t kMaxAnswerBytes = 64 * 1024;
 
 // The first line of an error response, bounded, for last_error.
 std::string Excerpt(const std::string& body) {
@@ -128,28 +109,22 @@ std::string FormatRfc3339Millis(SystemClock::time_point t) {
 // One Alertmanager: a queue holding the newest state of each alert and a thread that POSTs it.
 class AlertPusher::Worker {
  public:
-  Worker(Endpoint endpoint, const AlertPusherOptions& options)
+  Worker(Endpoint endpoint, const AlertPusherOptions& options, EventLoop& loop)
       : endpoint_(std::move(endpoint)),
-        timeout_(options.timeout),
+        timeout_(std::max(milliseconds(1), options.timeout)),
         max_attempts_(std::max(1, options.max_attempts)),
         retry_backoff_(options.retry_backoff),
-        max_queued_(std::max<std::size_t>(1, options.max_queued_alerts)) {
+        max_queued_(std::max<std::size_t>(1, options.max_queued_alerts)),
+        loop_(loop) {
     stats_.url = endpoint_.redacted;
-    client_ = std::make_unique<httplib::Client>(endpoint_.scheme_host_port);
-    if (!client_->is_valid()) {
-      throw std::invalid_argument("Alertmanager URL \"" + endpoint_.redacted +
-                                  "\" is not usable (bad host, or https without TLS support)");
+    request_.url = endpoint_.scheme_host_port + endpoint_.path;
+    request_.headers = {"User-Agent: splitbrain-detector"};
+    request_.bounds.max_body_bytes = kMaxAnswerBytes;
+    request_.credentials.ca_file = options.ca_file;
+    if (endpoint_.has_auth) {
+      request_.credentials.basic_user = endpoint_.user;
+      request_.credentials.basic_password = endpoint_.password;
     }
-    const auto sec = static_cast<time_t>(timeout_.count() / 1000);
-    const auto usec = static_cast<time_t>(timeout_.count() % 1000 * 1000);
-    client_->set_connection_timeout(sec, usec);
-    client_->set_read_timeout(sec, usec);
-    client_->set_write_timeout(sec, usec);
-    client_->set_keep_alive(false);
-    client_->set_follow_location(false);
-    client_->set_default_headers({{"User-Agent", "splitbrain-detector"}});
-    if (endpoint_.has_auth) client_->set_basic_auth(endpoint_.user, endpoint_.password);
-    if (!options.ca_file.empty()) client_->set_ca_cert_path(options.ca_file);
     thread_ = std::thread([this] { Run(); });
   }
 
@@ -181,18 +156,13 @@ class AlertPusher::Worker {
   }
 
   void Stop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    stopping_ = true;
-    cv_.notify_all();
-    // A POST in flight is aborted by Client::stop(); repeat it in case a new request started
-    // between our flag and the call (bounded by the connect timeout either way).
-    while (!exited_) {
-      lock.unlock();
-      client_->stop();
-      lock.lock();
-      idle_cv_.wait_for(lock, milliseconds(20), [&] { return exited_; });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      // A POST in flight is given up at once (its client is dropped on the loop).
+      if (call_ != nullptr) call_->Cancel();
     }
-    lock.unlock();
+    cv_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
 
@@ -243,15 +213,31 @@ class AlertPusher::Worker {
     return JsonText(array);
   }
 
+  // One POST on the pusher's loop, bounded as a whole by timeout_ (connect, TLS, send, status,
+  // headers and body together) and by the caps on each part of the answer.
   bool PostOnce(const std::string& body, std::string* error) {
-    auto res = client_->Post(endpoint_.path.c_str(), body, "application/json");
-    if (!res) {
-      *error = DescribeError(res.error(), timeout_);
+    HttpRequest request = request_;
+    request.post_body = body;
+    HttpResult result;
+    {
+      BlockingHttpCall call(loop_, std::move(request), SteadyClock::now() + timeout_);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) call.Cancel();
+        call_ = &call;
+      }
+      result = call.Wait();
+      std::lock_guard<std::mutex> lock(mu_);
+      call_ = nullptr;
+    }
+    if (const auto* failure = std::get_if<ProbeFailure>(&result)) {
+      *error = Describe(*failure);
       return false;
     }
-    if (res->status != 200) {
-      *error = "HTTP " + std::to_string(res->status);
-      const std::string excerpt = Excerpt(res->body);
+    const HttpAnswer& answer = std::get<HttpAnswer>(result);
+    if (answer.status != 200) {
+      *error = "HTTP " + std::to_string(answer.status);
+      const std::string excerpt = Excerpt(answer.body);
       if (!excerpt.empty()) *error += ": " + excerpt;
       return false;
     }
@@ -336,7 +322,8 @@ class AlertPusher::Worker {
   const int max_attempts_;
   const milliseconds retry_backoff_;
   const std::size_t max_queued_;
-  std::unique_ptr<httplib::Client> client_;
+  EventLoop& loop_;
+  HttpRequest request_;  // the POST without its body
 
   mutable std::mutex mu_;
   std::condition_variable cv_;       // wakes the worker: work queued, or stopping
@@ -346,6 +333,7 @@ class AlertPusher::Worker {
   bool busy_ = false;
   bool stopping_ = false;
   bool exited_ = false;
+  BlockingHttpCall* call_ = nullptr;  // the POST in flight, for Stop() to cancel
   AlertmanagerStats stats_;
   uint64_t unlogged_drops_ = 0;
   bool drop_logged_ = false;
@@ -353,19 +341,19 @@ class AlertPusher::Worker {
   std::thread thread_;
 };
 
-AlertPusher::AlertPusher(AlertPusherOptions options) : options_(std::move(options)) {
+AlertPusher::AlertPusher(AlertPusherOptions options)
+    : options_(std::move(options)), loop_(std::make_unique<EventLoop>()) {
   std::vector<Endpoint> endpoints;
   for (const auto& url : options_.alertmanager_urls) endpoints.push_back(ParseUrl(url));
   for (auto& endpoint : endpoints) {
-    workers_.push_back(std::make_unique<Worker>(std::move(endpoint), options_));
+    workers_.push_back(std::make_unique<Worker>(std::move(endpoint), options_, *loop_));
   }
 }
 
 AlertPusher::~AlertPusher() {
-  // In parallel: each Stop() may wait up to one connect timeout.
-  std::vector<std::thread> stoppers;
-  for (auto& worker : workers_) stoppers.emplace_back([&worker] { worker->Stop(); });
-  for (auto& stopper : stoppers) stopper.join();
+  // Each Stop() cancels its POST in flight and joins its thread; the loop goes last.
+  for (auto& worker : workers_) worker->Stop();
+  workers_.clear();
 }
 
 void AlertPusher::Update(const std::string& group, std::vector<Alert> firing) {

@@ -15,6 +15,8 @@
 
 namespace sbd {
 
+class EventLoop;
+
 /// One alert as Alertmanager's v2 API takes it.
 struct Alert {
   std::map<std::string, std::string> labels;       // alertname, severity, cluster, scope, ...
@@ -28,7 +30,8 @@ struct AlertPusherOptions {
   std::vector<std::string> alertmanager_urls;
   /// PEM CA bundle that verifies https Alertmanagers; empty: the system trust store.
   std::string ca_file;
-  std::chrono::milliseconds timeout{2000};           // connect + read (and write) per POST
+  /// Per POST, as a whole: connect, TLS, send, status, headers and body together.
+  std::chrono::milliseconds timeout{2000};
   int max_attempts = 3;                              // per push, per Alertmanager
   std::chrono::milliseconds retry_backoff{250};      // doubled each attempt
   std::chrono::milliseconds resend_interval{30000};  // re-send firing alerts this often
@@ -53,7 +56,10 @@ struct AlertmanagerStats {
 std::string FormatRfc3339Millis(std::chrono::system_clock::time_point t);
 
 /// Pushes alerts to every configured Alertmanager's POST /api/v2/alerts, each independently (its
-/// own worker thread and queue) and with retries. Tracks firing alerts by their label set:
+/// own worker thread and queue) and with retries. The POSTs themselves run on an event loop of
+/// the pusher's own (LoopHttpClient, bounded as a whole and capped like a probe's read), so an
+/// Alertmanager that trickles its answer costs each push at most `timeout`, and a page is never
+/// queued behind the probes' loop. Tracks firing alerts by their label set:
 /// startsAt stays stable for as long as the alert keeps firing; endsAt is re-leased on every
 /// (re)send; an alert that stops firing is resolved by sending it once more with endsAt = now.
 /// Thread-safe; owns threads (non-copyable, non-movable).
@@ -62,8 +68,7 @@ class AlertPusher {
   /// Throws std::invalid_argument for a URL that is not http(s)://host[:port][/path] (the
   /// message never holds the URL's credentials).
   explicit AlertPusher(AlertPusherOptions options);
-  /// Stops the workers: a POST in flight is aborted and pending retries are dropped, within
-  /// about one `timeout`.
+  /// Stops the workers: a POST in flight is abandoned at once and pending retries are dropped.
   ~AlertPusher();
   AlertPusher(const AlertPusher&) = delete;
   AlertPusher& operator=(const AlertPusher&) = delete;
@@ -92,6 +97,7 @@ class AlertPusher {
   using LabelSet = std::map<std::string, std::string>;
 
   AlertPusherOptions options_;
+  std::unique_ptr<EventLoop> loop_;  // before the workers, whose POSTs run on it
   std::vector<std::unique_ptr<Worker>> workers_;
   mutable std::mutex mu_;  // guards groups_; taken before any worker's mutex
   std::map<std::string, std::map<LabelSet, Tracked>> groups_;
