@@ -521,7 +521,7 @@ struct BlockingHttpCall::State {
 BlockingHttpCall::BlockingHttpCall(EventLoop& loop, HttpRequest request,
                                    SteadyClock::time_point deadline,
                                    std::chrono::milliseconds grace)
-    : loop_(loop), state_(std::make_shared<State>()), give_up_(deadline + grace) {
+    : loop_(loop), state_(std::make_shared<State>()), give_up_(deadline + grace), grace_(grace) {
   if (loop.OnLoopThread()) {
     state_->result = ProbeFailure{ProbeFailureReason::kInternal,
                                   "internal: a blocking request on the event loop's own thread"};
@@ -529,25 +529,28 @@ BlockingHttpCall::BlockingHttpCall(EventLoop& loop, HttpRequest request,
   }
   loop.Post([&loop, state = state_, request = std::move(request), deadline] {
     state->client = std::make_unique<LoopHttpClient>(loop);
-    state->client->Start(request, deadline, [state](HttpResult result) {
-      std::lock_guard<std::mutex> lock(state->mu);
-      state->result = std::move(result);
-      state->changed.notify_all();
+    // Weak: the state owns the client, so a strong hold here would be a cycle that only the
+    // destructor's posted drop breaks (and a loop destroyed first would leak it).
+    state->client->Start(request, deadline, [weak = std::weak_ptr<State>(state)](HttpResult r) {
+      const std::shared_ptr<State> held = weak.lock();
+      if (held == nullptr) return;
+      std::lock_guard<std::mutex> lock(held->mu);
+      held->result = std::move(r);
+      held->changed.notify_all();
     });
   });
 }
 
 BlockingHttpCall::~BlockingHttpCall() {
-  // The done callback holds the state, and the state the client: dropping the client on the
-  // loop thread ends both. Waited for (briefly), so that a loop destroyed next drops nothing
-  // of ours off its thread.
+  // The client goes on the loop thread. Waited for (up to the grace), so that a loop
+  // destroyed next has nothing of ours left to drop.
   auto dropped = std::make_shared<std::promise<void>>();
   std::future<void> gone = dropped->get_future();
   loop_.Post([state = state_, dropped] {
     state->client.reset();
     dropped->set_value();
   });
-  if (!loop_.OnLoopThread()) gone.wait_for(std::chrono::seconds(2));
+  if (!loop_.OnLoopThread()) gone.wait_for(grace_);
 }
 
 HttpResult BlockingHttpCall::Wait() {

@@ -102,7 +102,7 @@ class BlockingHttpCall {
   BlockingHttpCall(EventLoop& loop, HttpRequest request, SteadyClock::time_point deadline,
                    std::chrono::milliseconds grace = std::chrono::seconds(2));
   /// Hands the client to the loop thread to drop (one still in flight ends without an answer)
-  /// and waits for that, at most 2 s.
+  /// and waits for that, at most `grace`.
   ~BlockingHttpCall();
   BlockingHttpCall(const BlockingHttpCall&) = delete;
   BlockingHttpCall& operator=(const BlockingHttpCall&) = delete;
@@ -118,6 +118,7 @@ class BlockingHttpCall {
   EventLoop& loop_;
   std::shared_ptr<State> state_;
   SteadyClock::time_point give_up_;
+  std::chrono::milliseconds grace_;
 };
 
 }  // namespace sbd

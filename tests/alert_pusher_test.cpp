@@ -329,8 +329,7 @@ TEST_CASE("alert pusher: a dead Alertmanager does not delay a live one and count
   CHECK(stats[0].last_failure_unix > 0);
   CHECK(stats[0].last_success_unix == 0);
   // One deadline for the whole POST, whichever phase the black hole held it in.
-  CHECK(stats[0].last_error.find("the answer outlasted the deadline of 500 ms") !=
-        std::string::npos);
+  CHECK(stats[0].last_error.find("the answer outlasted the deadline of") != std::string::npos);
 
   INFO("dead last_error: " << stats[1].last_error);
   CHECK(stats[1].url == dead.url());
@@ -407,15 +406,14 @@ TEST_CASE("alert pusher: a hostile Alertmanager costs each push at most its time
     const char* says;
   };
   const Case cases[] = {
-      {Hostility::kTrickleStatus,
-       "the answer outlasted the deadline of 500 ms: no complete status line"},
-      {Hostility::kTrickleHeader,
-       "the answer outlasted the deadline of 500 ms: the headers not complete"},
+      // The deadline's figure is what was left of the 500 ms when the loop started the POST.
+      {Hostility::kTrickleStatus, " ms: no complete status line"},
+      {Hostility::kTrickleHeader, " ms: the headers not complete"},
       {Hostility::kEndlessHeader, "a header line longer than"},
       {Hostility::kManyHeaders, "more than 100 headers"},
       {Hostility::kLongStatus, "status line longer than 1024 bytes"},
       {Hostility::kHugeBody, "answer larger than 65536 bytes"},
-      {Hostility::kSilent, "the answer outlasted the deadline of 500 ms"},
+      {Hostility::kSilent, " ms: no complete status line"},
   };
   for (const Case& c : cases) {
     CAPTURE(static_cast<int>(c.hostility));
@@ -436,6 +434,10 @@ TEST_CASE("alert pusher: a hostile Alertmanager costs each push at most its time
     INFO("Update -> failed push: " << Ms(first) << " ms; last_error: " << error);
     CHECK(first < milliseconds(500 + 1000));
     CHECK(error.find(c.says) != std::string::npos);
+    const bool timed = c.hostility == Hostility::kTrickleStatus ||
+                       c.hostility == Hostility::kTrickleHeader ||
+                       c.hostility == Hostility::kSilent;
+    if (timed) CHECK(error.find("the answer outlasted the deadline of") != std::string::npos);
 
     // The next page goes out in its turn, and fails in its turn.
     pusher->Update("ledger", {SplitBrainAlert("SplitBrainHostile", "ledger"),

@@ -221,14 +221,20 @@ class AlertPusher::Worker {
     HttpResult result;
     {
       BlockingHttpCall call(loop_, std::move(request), SteadyClock::now() + timeout_);
+      // Stop() may cancel it until it is gone, however this block ends.
+      struct InFlight {
+        Worker& worker;
+        ~InFlight() {
+          std::lock_guard<std::mutex> lock(worker.mu_);
+          worker.call_ = nullptr;
+        }
+      } in_flight{*this};
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopping_) call.Cancel();
         call_ = &call;
       }
       result = call.Wait();
-      std::lock_guard<std::mutex> lock(mu_);
-      call_ = nullptr;
     }
     if (const auto* failure = std::get_if<ProbeFailure>(&result)) {
       *error = Describe(*failure);

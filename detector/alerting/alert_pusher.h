@@ -55,11 +55,11 @@ struct AlertmanagerStats {
 /// "2006-01-02T15:04:05.000Z" (RFC 3339, milliseconds, UTC).
 std::string FormatRfc3339Millis(std::chrono::system_clock::time_point t);
 
-/// Pushes alerts to every configured Alertmanager's POST /api/v2/alerts, each independently (its
-/// own worker thread and queue) and with retries. The POSTs themselves run on an event loop of
-/// the pusher's own (LoopHttpClient, bounded as a whole and capped like a probe's read), so an
-/// Alertmanager that trickles its answer costs each push at most `timeout`, and a page is never
-/// queued behind the probes' loop. Tracks firing alerts by their label set:
+/// Pushes alerts to every configured Alertmanager's POST /api/v2/alerts, each with its own
+/// worker thread, queue and retries. The POSTs of all run on one event loop of the pusher's own
+/// (LoopHttpClient, bounded as a whole and capped like a probe's read), so an Alertmanager that
+/// trickles its answer costs each attempt at most `timeout` and holds up no other, and a page is
+/// never queued behind the probes' loop. Tracks firing alerts by their label set:
 /// startsAt stays stable for as long as the alert keeps firing; endsAt is re-leased on every
 /// (re)send; an alert that stops firing is resolved by sending it once more with endsAt = now.
 /// Thread-safe; owns threads (non-copyable, non-movable).
