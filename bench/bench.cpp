@@ -35,6 +35,7 @@
 #include "bench/bench_util.h"
 #include "bench/claim_farm.h"
 #include "bench/hostile_part.h"
+#include "bench/pg_fleet.h"
 #include "bench/redis_group.h"
 #include "bench/redis_part.h"
 #include "bench/watch_variants.h"
@@ -55,13 +56,6 @@ using sbd::testing::WaitFor;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
-
-testing::BackgroundOptions DieWithParent(bool as_postgres) {
-  testing::BackgroundOptions options;
-  options.as_postgres = as_postgres;
-  options.die_with_parent = true;
-  return options;
-}
 
 double Secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -91,6 +85,7 @@ struct Options {
   std::string old_detector;  // part hostile: the build to compare with
   int hostile_black_holed = 1000;
   int hostile_trickling = 200;
+  int frozen_rest = 300;         // part frozen-rest: Patroni clusters whose REST never answers
   int claim_members = 10000;     // part claims: HTTP claim members (etcd_election candidates)
   int claim_cluster_size = 100;  // part claims: members per election
   int sentinel_members = 1000;   // part sentinels: Redis members under Sentinel
@@ -100,7 +95,7 @@ struct Options {
 [[noreturn]] void Usage(const std::string& error) {
   std::cerr << "splitbrain-bench: " << error << "\n"
             << "usage: splitbrain-bench [--smoke] "
-               "[--parts=page,cost,scale,redis,hostile,claims,sentinels]\n"
+               "[--parts=page,cost,scale,redis,hostile,frozen-rest,claims,sentinels]\n"
                "         [--trials=N]\n"
                "         [--redis-trials=N] [--transitions=N]\n"
                "         [--scale=100,1000,5000] [--scale-seconds=S] [--scale-interval=S] "
@@ -109,7 +104,7 @@ struct Options {
                "         [--cluster-size=N] [--layouts=shared,replicas]\n"
                "         [--bouncer-auth=scram-sha-256|md5] [--json=FILE]\n"
                "         [--detector=BINARY] [--old-detector=BINARY]\n"
-               "         [--hostile-black-holed=N] [--hostile-trickling=N]\n"
+               "         [--hostile-black-holed=N] [--hostile-trickling=N] [--frozen-rest=N]\n"
                "         [--claim-members=N] [--claim-cluster-size=N] [--sentinel-members=N]\n";
   std::exit(1);
 }
@@ -147,7 +142,7 @@ Options ParseOptions(int argc, char** argv) {
       o.parts.clear();
       for (const auto& p : Split(value)) {
         if (p != "page" && p != "cost" && p != "scale" && p != "redis" && p != "hostile" &&
-            p != "claims" && p != "sentinels") {
+            p != "frozen-rest" && p != "claims" && p != "sentinels") {
           Usage("unknown part " + p);
         }
         o.parts.insert(p);
@@ -193,6 +188,8 @@ Options ParseOptions(int argc, char** argv) {
       o.hostile_black_holed = number();
     } else if (key == "--hostile-trickling") {
       o.hostile_trickling = number();
+    } else if (key == "--frozen-rest") {
+      o.frozen_rest = number();
     } else if (key == "--claim-members") {
       o.claim_members = number();
     } else if (key == "--claim-cluster-size") {
@@ -274,69 +271,6 @@ class Exporter {
   Exporter(const Exporter&) = delete;
   Exporter& operator=(const Exporter&) = delete;
   int port() const { return port_; }
-  pid_t pid() const { return pid_; }
-
- private:
-  int port_ = 0;
-  pid_t pid_ = -1;
-  std::string log_;
-};
-
-/// pgbouncer in transaction pooling mode in front of the two real servers: every client
-/// connection is one member endpoint, multiplexed onto a few server connections per alias.
-class Bouncer {
- public:
-  Bouncer(const std::string& dir, const std::map<std::string, int>& aliases,
-          const std::string& auth) {
-    testing::MakeDir(dir, 0700);
-    testing::GiveToPostgres(dir);
-    port_ = FreeLoopbackPort();
-    log_ = dir + "/pgbouncer.log";
-    const std::string userlist = dir + "/userlist.txt";
-    testing::WriteFile(userlist,
-                       "\"" + std::string(testing::PgSandbox::kMonitorUser) + "\" \"" +
-                           testing::PgSandbox::kMonitorPassword + "\"\n",
-                       0600);
-    testing::GiveToPostgres(userlist);
-    std::string ini = "[databases]\n";
-    for (const auto& [alias, pg_port] : aliases) {
-      ini += alias + " = host=127.0.0.1 port=" + std::to_string(pg_port) + " dbname=postgres\n";
-    }
-    ini += "[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = " + std::to_string(port_) +
-           "\nunix_socket_dir =\nlisten_backlog = 4096\nauth_type = " + auth +
-           "\nauth_file = " + userlist +
-           "\npool_mode = transaction\nmax_client_conn = 12000\ndefault_pool_size = 6\n"
-           // The detector sets statement_timeout through `options`; pgbouncer cannot pass it on.
-           "ignore_startup_parameters = options, extra_float_digits\n"
-           "log_connections = 0\nlog_disconnections = 0\nstats_period = 3600\n";
-    const std::string ini_file = dir + "/pgbouncer.ini";
-    testing::WriteFile(ini_file, ini, 0600);
-    testing::GiveToPostgres(ini_file);
-    pid_ = testing::SpawnBackgroundProcess(
-        {testing::FindExecutable("pgbouncer", "/usr/sbin"), ini_file}, log_, DieWithParent(true));
-    const std::string alias = aliases.begin()->first;
-    std::string detail, how;
-    const auto outcome = testing::WaitUntilReady(
-        pid_,
-        [&] {
-          return testing::MonitorLoginWorks(
-              Dsn(alias) + " password=" + testing::PgSandbox::kMonitorPassword +
-                  " connect_timeout=2",
-              testing::PgSandbox::kMonitorUser, seconds(5), &detail);
-        },
-        seconds(30), milliseconds(200), &how);
-    if (outcome != testing::StartupOutcome::kReady) {
-      throw std::runtime_error("pgbouncer not ready (" + how + "): " + detail + "\n" +
-                               testing::Tail(log_, 20));
-    }
-  }
-  ~Bouncer() { testing::StopChildProcess(pid_, SIGTERM, seconds(5)); }
-  Bouncer(const Bouncer&) = delete;
-  Bouncer& operator=(const Bouncer&) = delete;
-  std::string Dsn(const std::string& alias) const {
-    return "host=127.0.0.1 port=" + std::to_string(port_) +
-           " user=" + testing::PgSandbox::kMonitorUser + " dbname=" + alias;
-  }
   pid_t pid() const { return pid_; }
 
  private:
@@ -633,16 +567,6 @@ json PartPage(const Options& o) {
 
 // ---------------------------------------------------------------------------------------------
 // Parts 2 and 3 run on a PostgreSQL primary and its streaming replica.
-
-struct PgPair {
-  testing::PgSandbox sandbox;
-  testing::PgInstance* primary = nullptr;
-  testing::PgInstance* replica = nullptr;
-  PgPair() {
-    primary = &sandbox.StartPrimary("primary");
-    replica = &sandbox.StartReplica("replica", *primary);
-  }
-};
 
 std::string MemberYaml(const std::string& name, const std::string& dsn,
                        const std::string& password_file) {
@@ -1195,6 +1119,7 @@ void PrintTable(const json& r) {
   }
   if (r.contains("redis")) PrintRedisTable(r["redis"], t);
   if (r.contains("hostile")) PrintHostileTable(r["hostile"], t);
+  if (r.contains("frozen_rest")) PrintHostileTable(r["frozen_rest"], t);
   if (r.contains("claims")) {
     PrintBuildsTable("Claim members (HTTP metrics endpoints) at scale", r["claims"], t);
   }
@@ -1272,6 +1197,21 @@ int Main(int argc, char** argv) {
       hostile.black_holed = o.hostile_black_holed;
       hostile.trickling = o.hostile_trickling;
       r["hostile"] = PartHostile(hostile);
+    }
+    if (o.parts.count("frozen-rest")) {
+      // Issue 25's fourth row: the same part, the other clusters Patroni clusters whose REST
+      // never answers (and nothing else hostile).
+      HostileOptions frozen;
+      frozen.detector = o.detector;
+      frozen.old_detector = o.old_detector;
+      frozen.etcd_candidate = SBD_ETCD_CANDIDATE;
+      frozen.trials = o.trials;
+      frozen.black_holed = 0;
+      frozen.trickling = 0;
+      frozen.healthy = 0;
+      frozen.frozen_rest = o.frozen_rest;
+      frozen.builds_in_turn = true;
+      r["frozen_rest"] = PartHostile(frozen);
     }
     if (o.parts.count("claims")) r["claims"] = PartClaims(o);
     if (o.parts.count("sentinels")) r["sentinels"] = PartSentinels(o);
