@@ -1188,24 +1188,24 @@ int Main(int argc, char** argv) {
   const auto start = Clock::now();
   try {
     if (o.parts.count("page")) r["page"] = PartPage(o);
-    if (o.parts.count("hostile")) {
+    // Parts hostile and frozen-rest (issue 25's first and fourth rows) run the same code.
+    auto hostile_options = [&o] {
       HostileOptions hostile;
       hostile.detector = o.detector;
       hostile.old_detector = o.old_detector;
       hostile.etcd_candidate = SBD_ETCD_CANDIDATE;
       hostile.trials = o.trials;
+      return hostile;
+    };
+    if (o.parts.count("hostile")) {
+      HostileOptions hostile = hostile_options();
       hostile.black_holed = o.hostile_black_holed;
       hostile.trickling = o.hostile_trickling;
       r["hostile"] = PartHostile(hostile);
     }
     if (o.parts.count("frozen-rest")) {
-      // Issue 25's fourth row: the same part, the other clusters Patroni clusters whose REST
-      // never answers (and nothing else hostile).
-      HostileOptions frozen;
-      frozen.detector = o.detector;
-      frozen.old_detector = o.old_detector;
-      frozen.etcd_candidate = SBD_ETCD_CANDIDATE;
-      frozen.trials = o.trials;
+      // The other clusters are Patroni clusters whose REST never answers, nothing else hostile.
+      HostileOptions frozen = hostile_options();
       frozen.black_holed = 0;
       frozen.trickling = 0;
       frozen.healthy = 0;
