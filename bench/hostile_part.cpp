@@ -361,6 +361,15 @@ json PartHostile(const HostileOptions& o) {
         WaitFor([&] { return stop.load(); }, milliseconds(500), milliseconds(50));
       }
     });
+    // Joined on every way out of the phase: a trial that throws must not leave it joinable.
+    struct JoinAtExit {
+      std::atomic<bool>& stop;
+      std::thread& thread;
+      ~JoinAtExit() {
+        stop = true;
+        if (thread.joinable()) thread.join();
+      }
+    } join_sampler{stop, sampler};
     for (int t = 1; t <= o.trials; ++t) {
       env.cluster->WaitHealthy(seconds(120));
       if (!WaitFor(quiet, seconds(240), milliseconds(500))) {
